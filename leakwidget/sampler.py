@@ -1,0 +1,282 @@
+"""Reading the process's memory, cheaply and continuously, in bounded space.
+
+No IPython and no TensorFlow here: this is the bottom of the house.
+
+- :func:`rss` reads the resident set size from ``/proc/self/statm`` (about 13 µs) and falls back
+  to psutil on systems without procfs.
+- :class:`PeakMeter` gives the exact peak RSS of one iteration on Linux by resetting the kernel's
+  high-water mark (``/proc/self/clear_refs``) at its start and reading ``VmHWM`` at its end.
+- :class:`Sampler` is a daemon thread reading RSS at a fixed rate into a :class:`Series` whose
+  size is capped: when it is full, neighbouring samples are merged pairwise, keeping the larger
+  value, so a run of any length keeps a whole-run picture and every spike.
+- :func:`headroom` is the memory the process may still take before the machine (or its cgroup)
+  runs out.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def _open_statm():
+    try:
+        return open("/proc/self/statm", "rb", buffering=0)  # noqa: SIM115 - kept open on purpose
+    except OSError:
+        return None
+
+
+_statm = _open_statm()
+_statm_lock = threading.Lock()
+
+
+def rss() -> int:
+    """Resident set size of this process, in bytes."""
+    if _statm is not None:
+        # One shared file object read with pread-like seek: the lock keeps the sampler thread and
+        # the main thread from interleaving seek and read.
+        with _statm_lock:
+            _statm.seek(0)
+            fields = _statm.read(64).split()
+        return int(fields[1]) * PAGE_SIZE
+    import psutil
+
+    return psutil.Process().memory_info().rss
+
+
+class PeakMeter:
+    """Peak RSS between :meth:`reset` and :meth:`peak`.
+
+    Linux keeps a per-process high-water mark (VmHWM) that writing ``5`` to
+    ``/proc/self/clear_refs`` resets to the current RSS, so a spike shorter than the sampling
+    interval is still seen. Where that is not allowed, the meter reports ``None`` and callers
+    use the sampler's maximum instead.
+    """
+
+    def __init__(self) -> None:
+        self.available = False
+        try:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+            self.available = self._read_hwm() is not None
+        except OSError:
+            self.available = False
+
+    @staticmethod
+    def _read_hwm() -> int | None:
+        try:
+            with open("/proc/self/status", "rb") as f:
+                for line in f:
+                    if line.startswith(b"VmHWM:"):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            return None
+        return None
+
+    def reset(self) -> None:
+        if self.available:
+            try:
+                with open("/proc/self/clear_refs", "w") as f:
+                    f.write("5")
+            except OSError:
+                self.available = False
+
+    def peak(self) -> int | None:
+        return self._read_hwm() if self.available else None
+
+
+class Series:
+    """A bounded (time, value) series.
+
+    Appends are O(1). When ``capacity`` points are held, the oldest ``capacity // 2`` pairs are
+    merged into ``capacity // 4`` points (time of the first, maximum of the values), so memory
+    stays fixed while the whole run stays visible, older parts at a coarser grain.
+    """
+
+    def __init__(self, capacity: int = 40_000) -> None:
+        if capacity < 16:
+            raise ValueError("capacity must be at least 16")
+        self.capacity = capacity
+        self._t = np.empty(capacity, dtype=np.float64)
+        self._v = np.empty(capacity, dtype=np.int64)
+        self._n = 0
+        self.total = 0  # samples ever appended
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return self._n
+
+    def append(self, t: float, v: int) -> None:
+        with self._lock:
+            if self._n == self.capacity:
+                self._compact()
+            self._t[self._n] = t
+            self._v[self._n] = v
+            self._n += 1
+            self.total += 1
+
+    def _compact(self) -> None:
+        half = self.capacity // 2
+        t, v = self._t, self._v
+        merged_t = t[0:half:2].copy()
+        merged_v = np.maximum(v[0:half:2], v[1:half:2])
+        q = merged_t.size
+        t[:q] = merged_t
+        v[:q] = merged_v
+        rest = self._n - half
+        t[q : q + rest] = t[half : self._n]
+        v[q : q + rest] = v[half : self._n]
+        self._n = q + rest
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """Copies of the (time, value) arrays."""
+        with self._lock:
+            return self._t[: self._n].copy(), self._v[: self._n].copy()
+
+    def max_since(self, t0: float) -> int | None:
+        with self._lock:
+            n = self._n
+            if n == 0:
+                return None
+            # Samples are time-ordered; scan back from the end (an iteration is short).
+            i = n - 1
+            best = None
+            while i >= 0 and self._t[i] >= t0:
+                v = int(self._v[i])
+                best = v if best is None or v > best else best
+                i -= 1
+            return best
+
+
+def _cgroup_headroom() -> int | None:
+    """Bytes left under this process's cgroup v2 (or v1) memory limit, if one is set."""
+    candidates = [
+        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+        (
+            "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+            "/sys/fs/cgroup/memory/memory.usage_in_bytes",
+        ),
+    ]
+    for limit_path, usage_path in candidates:
+        try:
+            with open(limit_path) as f:
+                raw = f.read().strip()
+            if raw == "max":
+                return None
+            limit = int(raw)
+            if limit >= 1 << 60:  # "unlimited" on cgroup v1
+                return None
+            with open(usage_path) as f:
+                usage = int(f.read().strip())
+            return max(0, limit - usage)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def memory_status() -> tuple[int, int]:
+    """(available bytes, total bytes) for this process: the system's, or its cgroup's if tighter."""
+    import psutil
+
+    vm = psutil.virtual_memory()
+    available, total = vm.available, vm.total
+    cg = _cgroup_headroom()
+    if cg is not None and cg < available:
+        available = cg
+    return int(available), int(total)
+
+
+def headroom() -> int:
+    """Bytes this process may still allocate before memory runs out."""
+    return memory_status()[0]
+
+
+class Sampler:
+    """A daemon thread sampling RSS at ``hz`` into a bounded :class:`Series`.
+
+    It also watches for memory exhaustion: ``guard`` is called with each sample (and, every
+    ``guard_every`` seconds, with fresh system headroom) and may return a reason string to trip;
+    ``on_trip`` then runs once in the sampler thread. Tripping never blocks sampling.
+    """
+
+    def __init__(
+        self,
+        hz: float = 125.0,
+        capacity: int = 40_000,
+        guard: Callable[[int, int | None], str | None] | None = None,
+        on_trip: Callable[[str], None] | None = None,
+        guard_every: float = 0.05,
+    ) -> None:
+        if hz <= 0:
+            raise ValueError("hz must be positive")
+        self.interval = 1.0 / hz
+        self.buffer = Series(capacity)
+        self.t0 = time.perf_counter()
+        self._guard = guard
+        self._on_trip = on_trip
+        self._guard_every = guard_every
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.tripped: str | None = None
+
+    def now(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def start(self) -> Sampler:
+        self.t0 = time.perf_counter()
+        self.buffer.append(0.0, rss())
+        self._thread = threading.Thread(target=self._loop, name="leakwidget-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        interval = self.interval
+        next_due = time.perf_counter()
+        next_guard = 0.0
+        series = self.buffer
+        t0 = self.t0
+        while not self._stop.is_set():
+            next_due += interval
+            now = time.perf_counter()
+            if next_due > now:
+                if self._stop.wait(next_due - now):
+                    break
+            else:
+                # Fell behind (a long GIL hold): resynchronise instead of bursting.
+                next_due = now
+            t = time.perf_counter()
+            value = rss()
+            series.append(t - t0, value)
+            if self._guard is not None and self.tripped is None:
+                available = None
+                if t >= next_guard:
+                    next_guard = t + self._guard_every
+                    try:
+                        available = headroom()
+                    except Exception:  # psutil failing must not kill the sampler
+                        available = None
+                reason = self._guard(value, available)
+                if reason:
+                    self.tripped = reason
+                    if self._on_trip is not None:
+                        self._on_trip(reason)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def series(self) -> tuple[np.ndarray, np.ndarray]:
+        """(seconds since start, RSS bytes) copies of the bounded series."""
+        return self.buffer.arrays()

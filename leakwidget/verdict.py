@@ -1,0 +1,457 @@
+"""Is memory leaking? The statistics behind every verdict, in one place.
+
+Input: the RSS at the end of each iteration (and, optionally, each iteration's duration and the
+memory still available). Output: a :class:`Verdict` — ``leak``, ``plateau``, ``stable`` or
+``inconclusive`` — with a slope and its interval, the onset of growth and a projection.
+
+How it is decided, in plain words (the README repeats this for users):
+
+1. **Warm-up.** The first iterations of almost any code allocate once (imports, caches, TensorFlow
+   tracing, buffers filling). Iteration 0 is always warm-up; so is every following iteration whose
+   rise is an outlier against the typical iteration-to-iteration change of the rest of the run, up
+   to a cap of 10% of the run (``--warmup N`` overrides this).
+2. **Robust trend.** Long runs are summarised into at most 300 bucket medians. The slope is the
+   Theil–Sen estimator (the median of all pairwise slopes), which ignores up to ~29% wild
+   points. Its confidence interval is Sen's rank interval, widened for autocorrelated noise by the
+   factor (1+ρ)/(1−ρ), ρ being the lag-1 autocorrelation of the residuals: memory noise is sticky
+   (the allocator keeps a freed block for a while), and ignoring that makes steps look like trends.
+3. **Leak** needs three things: growth since the onset is significant at 99.9% (a stricter level
+   than the 95% interval we report, because a live verdict is looked at many times); the second
+   half of that span still grows (95%); and the first half grew too. A single jump, or growth that
+   stopped, is therefore not a leak.
+4. **Plateau**: the best "rise, then flat" fit has a flat part at least as long as the rise, whose
+   slope (95% upper bound) is under a quarter of the rise's, and the rise is well above the noise.
+5. **Stable**: no significant growth, and even the 95% upper bound of the slope would not exhaust
+   the available memory within 24 hours of running.
+6. Otherwise **inconclusive**, with the reason: too few iterations, noise too large for the length
+   of the run, or growth that may be levelling off.
+
+Where it can be wrong: a buffer that is still filling when the run ends looks exactly like a leak
+(run at least three times longer than the fill); a leak far smaller than the noise needs many
+iterations; growth in rare large steps is called inconclusive until there are enough of them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+Z95 = 1.959964
+Z99 = 2.575829
+Z_DECIDE = 3.290527  # 99.9% two-sided: the level a leak must reach
+MAX_POINTS = 300  # bucket medians the estimators work on
+MIN_POINTS = 8  # iterations after warm-up before anything is decided
+STABLE_HORIZON_S = 24 * 3600.0
+KINDS = ("leak", "plateau", "stable", "inconclusive")
+
+
+@dataclass
+class Verdict:
+    kind: str
+    slope: float = 0.0  # bytes per iteration
+    slope_low: float = 0.0  # 95% interval
+    slope_high: float = 0.0
+    onset: int | None = None  # iteration where steady growth starts (leak) or the rise (plateau)
+    warmup: int = 0  # iterations treated as warm-up
+    exhaust_iterations: float | None = None
+    exhaust_seconds: float | None = None
+    confident: bool = False
+    fit: list[tuple[float, float]] = field(default_factory=list)
+    summary: str = ""
+    iterations: int = 0
+    reason: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        return self.summary
+
+
+# ---------------------------------------------------------------------------------------------
+# Formatting
+
+
+def format_bytes(n: float, signed: bool = False) -> str:
+    """Human size in binary units: 98 KiB, 1.5 MiB; signed=True adds + / − ."""
+    sign = ""
+    if signed:
+        sign = "+" if n >= 0 else "\u2212"
+    elif n < 0:
+        sign = "\u2212"
+    a = abs(float(n))
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if a < 1024 or unit == "TiB":
+            if unit == "B":
+                return f"{sign}{a:.0f} B"
+            return f"{sign}{a:.0f} {unit}" if a >= 100 else f"{sign}{a:.1f} {unit}"
+        a /= 1024
+    raise AssertionError("unreachable")
+
+
+def _format_range(lo: float, hi: float) -> str:
+    """'91–104 KiB' with a shared unit when possible."""
+    scale = max(abs(lo), abs(hi))
+    for unit, div in (("B", 1), ("KiB", 1024), ("MiB", 1024**2), ("GiB", 1024**3)):
+        if scale < 1024 * div or unit == "GiB":
+            def f(v: float) -> str:
+                x = v / div
+                s = f"{abs(x):.0f}" if abs(x) >= 100 or unit == "B" else f"{abs(x):.1f}"
+                return ("\u2212" if x < 0 and s.strip("0.") else "") + s
+
+            return f"{f(lo)}\u2013{f(hi)} {unit}"
+    raise AssertionError("unreachable")
+
+
+def format_duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+# ---------------------------------------------------------------------------------------------
+# Estimators
+
+
+@dataclass
+class Trend:
+    slope: float
+    low: float  # 95%
+    high: float
+    low_decide: float  # Z_DECIDE level
+    high_decide: float
+    low99: float
+    intercept: float
+    rho: float
+    n: int
+
+
+def _bucket(x: np.ndarray, y: np.ndarray, max_points: int = MAX_POINTS):
+    """Bucket medians so the estimators see at most max_points points."""
+    n = x.size
+    if n <= max_points:
+        return x.astype(float), y.astype(float)
+    edges = np.linspace(0, n, max_points + 1).astype(int)
+    bx = np.empty(max_points)
+    by = np.empty(max_points)
+    for k in range(max_points):
+        a, b = edges[k], edges[k + 1]
+        bx[k] = np.median(x[a:b])
+        by[k] = np.median(y[a:b])
+    return bx, by
+
+
+def _lag1(r: np.ndarray) -> float:
+    if r.size < 4:
+        return 0.0
+    r = r - r.mean()
+    den = float(np.dot(r, r))
+    if den <= 0:
+        return 0.0
+    return float(np.clip(np.dot(r[1:], r[:-1]) / den, 0.0, 0.95))
+
+
+def theil_sen(x: np.ndarray, y: np.ndarray) -> Trend:
+    """Theil–Sen slope with Sen's rank intervals, widened for lag-1 autocorrelation."""
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    n = x.size
+    if n < 2:
+        return Trend(0.0, -math.inf, math.inf, -math.inf, math.inf, -math.inf, float(y.mean()) if n else 0.0, 0.0, n)
+    i, j = np.triu_indices(n, 1)
+    dx = x[j] - x[i]
+    keep = dx != 0
+    s = np.sort((y[j] - y[i])[keep] / dx[keep])
+    N = s.size
+    if N == 0:
+        return Trend(0.0, -math.inf, math.inf, -math.inf, math.inf, -math.inf, float(np.median(y)), 0.0, n)
+    slope = float(np.median(s))
+    intercept = float(np.median(y - slope * x))
+    rho = _lag1(y - (intercept + slope * x))
+    var = n * (n - 1) * (2 * n + 5) / 18.0 * (1 + rho) / (1 - rho)
+
+    def interval(z: float) -> tuple[float, float]:
+        c = z * math.sqrt(var)
+        lo = int(math.floor((N - c) / 2.0))
+        hi = int(math.ceil((N + c) / 2.0))
+        # Past the ends, the extreme pairwise slope is the honest bound: it is only positive
+        # when every pair of points shows growth.
+        lo_v = float(s[min(max(lo, 0), N - 1)])
+        hi_v = float(s[max(min(hi, N - 1), 0)])
+        return lo_v, hi_v
+
+    lo, hi = interval(Z95)
+    lod, hid = interval(Z_DECIDE)
+    lo99, _ = interval(Z99)
+    return Trend(slope, lo, hi, lod, hid, lo99, intercept, rho, n)
+
+
+def robust_sigma(v: np.ndarray) -> float:
+    if v.size == 0:
+        return 0.0
+    return float(1.4826 * np.median(np.abs(v - np.median(v))))
+
+
+def _hinge_fit(x: np.ndarray, y: np.ndarray, kind: str):
+    """Least-squares 'rise then flat' (kind='down') or 'flat then rise' (kind='up') fit.
+
+    Returns (sse, k, a, b) for the best change point k among the data's own x values between
+    the 10% and 90% quantiles, or None when there are too few points.
+    """
+    n = x.size
+    if n < 8:
+        return None
+    best = None
+    cand = np.unique(x[int(0.1 * n) : int(0.9 * n) + 1])
+    if cand.size > 60:
+        cand = cand[np.linspace(0, cand.size - 1, 60).astype(int)]
+    for k in cand:
+        z = np.minimum(x, k) if kind == "down" else np.maximum(x - k, 0.0)
+        zc = z - z.mean()
+        den = float(np.dot(zc, zc))
+        if den <= 0:
+            continue
+        b = float(np.dot(zc, y - y.mean()) / den)
+        a = float(y.mean() - b * z.mean())
+        sse = float(np.sum((y - a - b * z) ** 2))
+        if best is None or sse < best[0]:
+            best = (sse, float(k), a, b)
+    return best
+
+
+def _linear_sse(x: np.ndarray, y: np.ndarray) -> float:
+    if x.size < 3:
+        return 0.0
+    b, a = np.polyfit(x, y, 1)
+    return float(np.sum((y - a - b * x) ** 2))
+
+
+def detect_warmup(index: np.ndarray, rss: np.ndarray) -> int:
+    """Number of leading iterations that are warm-up (at least 1).
+
+    Warm-up is the leading run of iterations whose rise is an outlier against the typical
+    iteration-to-iteration change of the rest of the run, capped at 10% of the run.
+    """
+    n = rss.size
+    if n < 4:
+        return min(1, n)
+    d = np.diff(rss.astype(float))
+    later = d[d.size // 3 :] if d.size >= 6 else d
+    centre = float(np.median(later))
+    scale = max(robust_sigma(later), 16 * 1024.0)  # below 16 KiB everything is page noise
+    cap = max(1, int(0.10 * n))
+    w = 1
+    # d[k] is the rise of iteration k+1.
+    for k in range(min(cap, d.size)):
+        if d[k] > centre + 6 * scale:
+            w = k + 2
+        else:
+            break
+    return int(index[min(w, n - 1)] - index[0]) if w < n else int(index[-1] - index[0])
+
+
+# ---------------------------------------------------------------------------------------------
+# The decision
+
+
+def decide(
+    index,
+    rss,
+    *,
+    durations=None,
+    warmup: int | None = None,
+    headroom: float | None = None,
+) -> Verdict:
+    """Decide leak / plateau / stable / inconclusive from per-iteration end-of-iteration RSS.
+
+    ``index`` are iteration numbers (they need not be contiguous), ``rss`` bytes at the end of
+    each, ``durations`` seconds per iteration (for the time projection), ``warmup`` a fixed
+    warm-up length in iterations (None: detect), ``headroom`` bytes still available.
+    """
+    x_all = np.asarray(index, dtype=float)
+    y_all = np.asarray(rss, dtype=float)
+    if x_all.shape != y_all.shape:
+        raise ValueError("index and rss must have the same length")
+    n_all = x_all.size
+    dur = None if durations is None else np.asarray(durations, dtype=float)
+
+    if n_all == 0:
+        return Verdict("inconclusive", summary="Inconclusive: no iteration finished.", reason="no data")
+    first = x_all[0]
+    w = detect_warmup(x_all, y_all) if warmup is None else int(warmup)
+    w_abs = first + w
+    post = x_all >= w_abs
+    x, y = x_all[post], y_all[post]
+    n_post = x.size
+    base = Verdict("inconclusive", warmup=w, iterations=int(x_all[-1] - first + 1))
+
+    if n_post < MIN_POINTS:
+        base.summary = (
+            f"Inconclusive after {base.iterations} iterations: "
+            f"{n_post} after the warm-up, at least {MIN_POINTS} are needed."
+        )
+        base.reason = "too few iterations"
+        return base
+
+    bx, by = _bucket(x, y)
+    overall = theil_sen(bx, by)
+    sigma = robust_sigma(by - (overall.intercept + overall.slope * bx))
+    sec_per_iter = float(np.mean(dur[post])) if dur is not None and dur.size == n_all else None
+    iters_per_horizon = STABLE_HORIZON_S / sec_per_iter if sec_per_iter else 1e6
+    room = float(headroom) if headroom else None
+
+    # --- onset: flat, then rising -----------------------------------------------------------
+    onset = float(bx[0])
+    up = _hinge_fit(bx, by, "up")
+    if up is not None and up[3] > 0:
+        lin = _linear_sse(bx, by)
+        pre = bx < up[1]
+        if lin > 0 and up[0] < 0.7 * lin and pre.sum() >= 4:
+            pre_trend = theil_sen(bx[pre], by[pre])
+            if pre_trend.low <= 0 <= pre_trend.high or pre_trend.slope < 0.2 * up[3]:
+                onset = up[1]
+    grow = bx >= onset
+    gx, gy = bx[grow], by[grow]
+    trend = theil_sen(gx, gy) if gx.size >= MIN_POINTS else overall
+    if gx.size < MIN_POINTS:
+        gx, gy, onset = bx, by, float(bx[0])
+
+    half = gx.size // 2
+    h1 = theil_sen(gx[:half], gy[:half])
+    h2 = theil_sen(gx[half:], gy[half:])
+    sustained = h1.slope > 0.3 * trend.slope and h2.slope > 0.5 * trend.slope
+    is_leak = trend.low_decide > 0 and h2.low > 0 and sustained
+
+    def fill_from(tr: Trend, x0: float, x1: float) -> list[tuple[float, float]]:
+        return [(x0, tr.intercept + tr.slope * x0), (x1, tr.intercept + tr.slope * x1)]
+
+    if is_leak:
+        v = Verdict(
+            "leak",
+            slope=trend.slope,
+            slope_low=trend.low,
+            slope_high=trend.high,
+            onset=int(round(onset)),
+            warmup=w,
+            iterations=base.iterations,
+        )
+        v.confident = trend.low_decide > 0 and h2.low99 > 0 and gx.size >= 12
+        level0 = trend.intercept + trend.slope * onset
+        v.fit = [(float(bx[0]), level0)] if onset > bx[0] else []
+        v.fit += fill_from(trend, onset, float(x[-1]))
+        if room is not None and trend.slope > 0:
+            v.exhaust_iterations = room / trend.slope
+            if sec_per_iter:
+                v.exhaust_seconds = v.exhaust_iterations * sec_per_iter
+        since = f" since iteration {v.onset}"
+        line = (
+            f"Leak: {format_bytes(v.slope, signed=True)} per iteration "
+            f"(95%: {_format_range(v.slope_low, v.slope_high)}){since}"
+        )
+        if v.exhaust_iterations is not None:
+            when = (
+                f"about {format_duration(v.exhaust_seconds)} ({v.exhaust_iterations:,.0f} iterations)"
+                if v.exhaust_seconds is not None
+                else f"about {v.exhaust_iterations:,.0f} iterations"
+            )
+            line += f"; at this rate available memory runs out in {when}"
+        v.summary = line + "."
+        return v
+
+    # --- plateau: rising, then flat ---------------------------------------------------------
+    down = _hinge_fit(bx, by, "down")
+    if down is not None and down[3] > 0:
+        kp, b_fill = down[1], down[3]
+        tail = bx >= kp
+        rise_len = kp - bx[0]
+        tail_len = bx[-1] - kp
+        if tail.sum() >= MIN_POINTS and tail_len >= max(rise_len, MIN_POINTS):
+            tt = theil_sen(bx[tail], by[tail])
+            tail_sigma = robust_sigma(by[tail] - (tt.intercept + tt.slope * bx[tail]))
+            rise = b_fill * rise_len
+            head = by[bx < kp]
+            rise_sig = rise > 4 * max(tail_sigma, 4096.0) and head.size >= 1
+            if rise_sig and tt.high < 0.25 * b_fill and tt.high < rise / max(tail_len, 1):
+                v = Verdict(
+                    "plateau",
+                    slope=tt.slope,
+                    slope_low=tt.low,
+                    slope_high=tt.high,
+                    onset=int(round(bx[0])),
+                    warmup=w,
+                    iterations=base.iterations,
+                )
+                v.confident = tail.sum() >= 12 and tt.high < 0.15 * b_fill
+                a = down[2]
+                v.fit = [
+                    (float(bx[0]), a + b_fill * bx[0]),
+                    (kp, a + b_fill * kp),
+                    (float(x[-1]), a + b_fill * kp),
+                ]
+                v.summary = (
+                    f"Plateau: memory grew by {format_bytes(rise)} over iterations "
+                    f"{int(bx[0])}\u2013{int(kp)}, then stopped growing "
+                    f"({format_bytes(tt.slope, signed=True)} per iteration since; "
+                    f"95%: {_format_range(tt.low, tt.high)}): a buffer or cache filling up, "
+                    "not a leak."
+                )
+                return v
+
+    # --- stable --------------------------------------------------------------------------
+    negligible = (room / iters_per_horizon) if room else 1024.0
+    if overall.low <= 0 and overall.high < max(negligible, 64.0):
+        v = Verdict(
+            "stable",
+            slope=overall.slope,
+            slope_low=overall.low,
+            slope_high=overall.high,
+            warmup=w,
+            iterations=base.iterations,
+            confident=n_post >= 20,
+        )
+        level = float(np.median(by))
+        v.fit = [(float(bx[0]), level), (float(x[-1]), level)]
+        warm = f" (iterations 0\u2013{w - 1})" if w > 1 else ""
+        v.summary = (
+            f"Stable: no growth after the warm-up{warm}: "
+            f"{format_bytes(v.slope, signed=True)} per iteration "
+            f"(95%: {_format_range(v.slope_low, v.slope_high)})."
+        )
+        return v
+
+    # --- inconclusive, with the reason -----------------------------------------------------
+    v = Verdict(
+        "inconclusive",
+        slope=trend.slope,
+        slope_low=trend.low,
+        slope_high=trend.high,
+        warmup=w,
+        iterations=base.iterations,
+        onset=int(round(onset)),
+    )
+    v.fit = fill_from(trend, onset, float(x[-1]))
+    if trend.low_decide > 0 and not sustained:
+        reason = "memory grew, but not steadily (a jump, or growth that may be levelling off)"
+    elif trend.low > 0:
+        reason = "memory is growing, but not yet significantly enough to call it a leak"
+    elif overall.low <= 0:
+        reason = (
+            "no significant growth, but the noise ("
+            f"{format_bytes(sigma)}) still allows a leak of up to "
+            f"{format_bytes(overall.high)} per iteration"
+        )
+    else:
+        reason = "the data do not fit a leak, a plateau or a stable level"
+    v.reason = reason
+    v.summary = (
+        f"Inconclusive after {base.iterations} iterations: {reason}; run longer "
+        f"(slope {format_bytes(trend.slope, signed=True)} per iteration, "
+        f"95%: {_format_range(trend.low, trend.high)})."
+    )
+    return v
