@@ -13,6 +13,7 @@ import asyncio
 import csv
 import ctypes
 import dataclasses
+import gc
 import json
 import math
 import sys
@@ -165,7 +166,7 @@ class RecordLog:
 
     def records(self) -> list[IterationRecord]:
         cols = [self.column(k).tolist() for k in _FIELDS]
-        return [IterationRecord(*row) for row in zip(*cols)]
+        return [IterationRecord(*row) for row in zip(*cols, strict=False)]
 
     def __len__(self) -> int:
         return self.n
@@ -242,7 +243,7 @@ class WatchResult:
             w.writerow(_FIELDS)
             if self._log is not None:
                 cols = [self._log.column(k).tolist() for k in _FIELDS]
-                w.writerows(zip(*cols))
+                w.writerows(zip(*cols, strict=False))
 
     # -- display -------------------------------------------------------------------------
     def __str__(self) -> str:
@@ -431,6 +432,10 @@ class Watch:
             self._headroom, self._total = available, total
             self._stage_session = _stage_session(self.spec)
             self._stage_session.__enter__()
+            # Memory freed before this run (an earlier run, an earlier cell) would otherwise be
+            # reused silently by a leak, hiding it from RSS: collect and hand it back first.
+            gc.collect()
+            _sampler.malloc_trim()
             self.baseline_rss = _sampler.rss()
             self.sampler = _sampler.Sampler(guard=self._guard, on_trip=self._on_trip).start()
             self._t0 = time.perf_counter() - 0.0
@@ -571,7 +576,7 @@ class Watch:
                 headroom = min(headroom, max(0, self.spec.max_rss - int(log.cols["rss"][log.n - 1])))
         return decide(
             log.column("index"), log.column("rss"), durations=log.column("duration"),
-            warmup=self.spec.warmup, headroom=headroom,
+            warmup=self.spec.warmup, headroom=headroom, blocks=log.column("blocks"),
         )
 
     def _teardown(self) -> None:

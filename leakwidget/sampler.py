@@ -154,6 +154,33 @@ class Series:
             return best
 
 
+_malloc_trim = None
+
+
+def malloc_trim() -> bool:
+    """Ask glibc to return free heap memory to the system (``malloc_trim(0)``).
+
+    Returns False where there is no glibc (macOS, musl): callers say so rather than guess.
+    """
+    global _malloc_trim
+    if _malloc_trim is None:
+        try:
+            import ctypes
+            import ctypes.util
+
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            fn = libc.malloc_trim
+            fn.argtypes = [ctypes.c_size_t]
+            fn.restype = ctypes.c_int
+            _malloc_trim = fn
+        except (OSError, AttributeError):
+            _malloc_trim = False
+    if _malloc_trim is False:
+        return False
+    _malloc_trim(0)
+    return True
+
+
 def _cgroup_headroom() -> int | None:
     """Bytes left under this process's cgroup v2 (or v1) memory limit, if one is set."""
     candidates = [

@@ -8,8 +8,8 @@ How it is decided, in plain words (the README repeats this for users):
 
 1. **Warm-up.** The first iterations of almost any code allocate once (imports, caches, TensorFlow
    tracing, buffers filling). Iteration 0 is always warm-up; so is every following iteration whose
-   rise is an outlier against the typical iteration-to-iteration change of the rest of the run, up
-   to a cap of 10% of the run (``--warmup N`` overrides this).
+   rise, within the first 10% of the run, is an outlier against the typical iteration-to-iteration
+   change of the rest of the run (``--warmup N`` overrides this).
 2. **Robust trend.** Long runs are summarised into at most 300 bucket medians. The slope is the
    Theil–Sen estimator (the median of all pairwise slopes), which ignores up to ~29% wild
    points. Its confidence interval is Sen's rank interval, widened for autocorrelated noise by the
@@ -17,8 +17,8 @@ How it is decided, in plain words (the README repeats this for users):
    (the allocator keeps a freed block for a while), and ignoring that makes steps look like trends.
 3. **Leak** needs three things: growth since the onset is significant at 99.9% (a stricter level
    than the 95% interval we report, because a live verdict is looked at many times); the second
-   half of that span still grows (95%); and the first half grew too. A single jump, or growth that
-   stopped, is therefore not a leak.
+   half of that span still grows (95%); the first half grew too; and no single step carries 40%
+   of the growth. A single jump, a few jumps, or growth that stopped are therefore not a leak.
 4. **Plateau**: the best "rise, then flat" fit has a flat part at least as long as the rise, whose
    slope (95% upper bound) is under a quarter of the rise's, and the rise is well above the noise.
 5. **Stable**: no significant growth, and even the 95% upper bound of the slope would not exhaust
@@ -45,6 +45,7 @@ MAX_POINTS = 300  # bucket medians the estimators work on
 MIN_POINTS = 8  # iterations after warm-up before anything is decided
 STABLE_HORIZON_S = 24 * 3600.0
 KINDS = ("leak", "plateau", "stable", "inconclusive")
+BLOCK_BYTES = 64  # a typical pymalloc block (objects of 49–64 B): turns block counts into bytes
 
 
 @dataclass
@@ -91,17 +92,18 @@ def format_bytes(n: float, signed: bool = False) -> str:
     raise AssertionError("unreachable")
 
 
+def _format_number(v: float, div: int, unit: str) -> str:
+    x = v / div
+    s = f"{abs(x):.0f}" if abs(x) >= 100 or unit == "B" else f"{abs(x):.1f}"
+    return ("\u2212" if x < 0 and s.strip("0.") else "") + s
+
+
 def _format_range(lo: float, hi: float) -> str:
-    """'91–104 KiB' with a shared unit when possible."""
+    """'91–104 KiB' with a shared unit."""
     scale = max(abs(lo), abs(hi))
     for unit, div in (("B", 1), ("KiB", 1024), ("MiB", 1024**2), ("GiB", 1024**3)):
         if scale < 1024 * div or unit == "GiB":
-            def f(v: float) -> str:
-                x = v / div
-                s = f"{abs(x):.0f}" if abs(x) >= 100 or unit == "B" else f"{abs(x):.1f}"
-                return ("\u2212" if x < 0 and s.strip("0.") else "") + s
-
-            return f"{f(lo)}\u2013{f(hi)} {unit}"
+            return f"{_format_number(lo, div, unit)}\u2013{_format_number(hi, div, unit)} {unit}"
     raise AssertionError("unreachable")
 
 
@@ -132,19 +134,36 @@ class Trend:
     n: int
 
 
-def _bucket(x: np.ndarray, y: np.ndarray, max_points: int = MAX_POINTS):
-    """Bucket medians so the estimators see at most max_points points."""
+def _bucket(x: np.ndarray, y: np.ndarray, m: int):
+    """Medians of consecutive groups of m points (a short last group joins the one before)."""
     n = x.size
-    if n <= max_points:
+    if m <= 1:
         return x.astype(float), y.astype(float)
-    edges = np.linspace(0, n, max_points + 1).astype(int)
-    bx = np.empty(max_points)
-    by = np.empty(max_points)
-    for k in range(max_points):
-        a, b = edges[k], edges[k + 1]
-        bx[k] = np.median(x[a:b])
-        by[k] = np.median(y[a:b])
+    k = max(1, n // m)
+    edges = (np.arange(k + 1) * m).clip(max=n)
+    edges[-1] = n
+    bx = np.array([np.median(x[edges[i] : edges[i + 1]]) for i in range(k)])
+    by = np.array([np.median(y[edges[i] : edges[i + 1]]) for i in range(k)])
     return bx, by
+
+
+def batches(x: np.ndarray, y: np.ndarray):
+    """Batch medians long enough that their residuals are nearly independent.
+
+    The batch-means method of simulation output analysis: memory noise is sticky (a freed
+    block stays resident until reused), so neighbouring iterations are not independent.
+    Batches of m iterations, m doubled until the lag-1 autocorrelation of the residuals is
+    small (keeping at least 10 batches), turn a staircase into a clean series; whatever
+    autocorrelation remains still widens the interval.
+    """
+    n = x.size
+    m = max(1, math.ceil(n / MAX_POINTS))
+    while True:
+        bx, by = _bucket(x, y, m)
+        tr = theil_sen(bx, by)
+        if tr.rho <= 0.3 or n // (2 * m) < 10:
+            return bx, by, tr, m
+        m *= 2
 
 
 def _lag1(r: np.ndarray) -> float:
@@ -235,8 +254,8 @@ def _linear_sse(x: np.ndarray, y: np.ndarray) -> float:
 def detect_warmup(index: np.ndarray, rss: np.ndarray) -> int:
     """Number of leading iterations that are warm-up (at least 1).
 
-    Warm-up is the leading run of iterations whose rise is an outlier against the typical
-    iteration-to-iteration change of the rest of the run, capped at 10% of the run.
+    Warm-up ends after the last iteration, within the first 10% of the run, whose rise is an
+    outlier against the typical iteration-to-iteration change of the rest of the run.
     """
     n = rss.size
     if n < 4:
@@ -247,13 +266,36 @@ def detect_warmup(index: np.ndarray, rss: np.ndarray) -> int:
     scale = max(robust_sigma(later), 16 * 1024.0)  # below 16 KiB everything is page noise
     cap = max(1, int(0.10 * n))
     w = 1
-    # d[k] is the rise of iteration k+1.
+    # d[k] is the rise of iteration k+1; the warm-up ends after the last outlier within the cap.
     for k in range(min(cap, d.size)):
         if d[k] > centre + 6 * scale:
             w = k + 2
-        else:
-            break
-    return int(index[min(w, n - 1)] - index[0]) if w < n else int(index[-1] - index[0])
+    return int(index[min(w, n - 1)] - index[0])
+
+
+@dataclass
+class _LeakTest:
+    onset: float
+    trend: Trend
+    h2: Trend
+    sustained: bool
+    is_leak: bool
+
+
+def _leak_test(x: np.ndarray, y: np.ndarray, onset: float) -> _LeakTest:
+    """Is memory growing steadily from ``onset`` to the end?"""
+    keep = x >= onset
+    gx, gy, trend, _ = batches(x[keep], y[keep])
+    half = gx.size // 2
+    h1 = theil_sen(gx[:half], gy[:half])
+    h2 = theil_sen(gx[half:], gy[half:])
+    total_rise = float(gy[-1] - gy[0])
+    # A few big jumps (the allocator's high-water mark rising now and then) are not a leak:
+    # no single step between batches may carry 40% of the growth.
+    spread = total_rise > 0 and float(np.max(np.diff(gy))) < 0.4 * total_rise
+    sustained = h1.slope > 0.3 * trend.slope and h2.slope > 0.5 * trend.slope and spread
+    is_leak = keep.sum() >= MIN_POINTS and trend.low_decide > 0 and h2.low > 0 and sustained
+    return _LeakTest(float(gx[0]) if gx.size else onset, trend, h2, sustained, is_leak)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -267,12 +309,16 @@ def decide(
     durations=None,
     warmup: int | None = None,
     headroom: float | None = None,
+    blocks=None,
 ) -> Verdict:
     """Decide leak / plateau / stable / inconclusive from per-iteration end-of-iteration RSS.
 
     ``index`` are iteration numbers (they need not be contiguous), ``rss`` bytes at the end of
     each, ``durations`` seconds per iteration (for the time projection), ``warmup`` a fixed
-    warm-up length in iterations (None: detect), ``headroom`` bytes still available.
+    warm-up length in iterations (None: detect), ``headroom`` bytes still available,
+    ``blocks`` the Python allocator's block count at the end of each iteration
+    (``sys.getallocatedblocks()``): Python objects that keep accumulating are a leak even while
+    RSS does not grow yet because the process is reusing memory it freed earlier.
     """
     x_all = np.asarray(index, dtype=float)
     y_all = np.asarray(rss, dtype=float)
@@ -299,37 +345,66 @@ def decide(
         base.reason = "too few iterations"
         return base
 
-    bx, by = _bucket(x, y)
-    overall = theil_sen(bx, by)
+    # Shape (onset, rise-then-flat) is read at fine resolution; significance on batches whose
+    # residuals are nearly independent.
+    fx, fy = _bucket(x, y, max(1, math.ceil(n_post / MAX_POINTS)))
+    bx, by, overall, _batch = batches(x, y)
     sigma = robust_sigma(by - (overall.intercept + overall.slope * bx))
     sec_per_iter = float(np.mean(dur[post])) if dur is not None and dur.size == n_all else None
     iters_per_horizon = STABLE_HORIZON_S / sec_per_iter if sec_per_iter else 1e6
-    room = float(headroom) if headroom else None
 
     # --- onset: flat, then rising -----------------------------------------------------------
-    onset = float(bx[0])
-    up = _hinge_fit(bx, by, "up")
+    onset = float(fx[0])
+    up = _hinge_fit(fx, fy, "up")
     if up is not None and up[3] > 0:
-        lin = _linear_sse(bx, by)
-        pre = bx < up[1]
-        if lin > 0 and up[0] < 0.7 * lin and pre.sum() >= 4:
-            pre_trend = theil_sen(bx[pre], by[pre])
-            if pre_trend.low <= 0 <= pre_trend.high or pre_trend.slope < 0.2 * up[3]:
+        lin = _linear_sse(fx, fy)
+        pre = fx < up[1]
+        if lin > 0 and up[0] < 0.5 * lin and pre.sum() >= 4 and (~pre).sum() >= MIN_POINTS:
+            # Growth starts later only if before it memory was clearly flatter than after.
+            if theil_sen(fx[pre], fy[pre]).slope < 0.25 * up[3]:
                 onset = up[1]
-    grow = bx >= onset
-    gx, gy = bx[grow], by[grow]
-    trend = theil_sen(gx, gy) if gx.size >= MIN_POINTS else overall
-    if gx.size < MIN_POINTS:
-        gx, gy, onset = bx, by, float(bx[0])
+    # Candidate starts of the growth: the fitted onset, then the last two thirds and the last
+    # half of the run — memory freed earlier is often reused first, so a leak may show in RSS
+    # only after a while, behind a rise and a flat stretch the onset fit cannot describe.
+    span = x[-1] - x[0]
+    starts = [onset] + [s for s in (x[0] + span / 3, x[0] + span / 2) if s > onset]
+    tests = [_leak_test(x, y, s) for s in starts]
+    chosen = next((t for t in tests if t.is_leak), tests[0])
+    onset, trend, h2, sustained = chosen.onset, chosen.trend, chosen.h2, chosen.sustained
+    is_leak = chosen.is_leak
+    room = float(headroom) if headroom else None
+    negligible = (room / iters_per_horizon) if room else 1024.0
 
-    half = gx.size // 2
-    h1 = theil_sen(gx[:half], gy[:half])
-    h2 = theil_sen(gx[half:], gy[half:])
-    sustained = h1.slope > 0.3 * trend.slope and h2.slope > 0.5 * trend.slope
-    is_leak = trend.low_decide > 0 and h2.low > 0 and sustained
+    hidden = None
+    if not is_leak and blocks is not None and np.asarray(blocks).size == n_all:
+        b = np.asarray(blocks, dtype=float)[post]
+        bt = next((t for t in (_leak_test(x, b, s) for s in starts) if t.is_leak), None)
+        if bt is not None and bt.trend.slope * BLOCK_BYTES >= max(negligible, 1024.0):
+            hidden = bt
 
     def fill_from(tr: Trend, x0: float, x1: float) -> list[tuple[float, float]]:
         return [(x0, tr.intercept + tr.slope * x0), (x1, tr.intercept + tr.slope * x1)]
+
+    if hidden is not None:
+        v = Verdict(
+            "leak",
+            slope=hidden.trend.slope * BLOCK_BYTES,
+            slope_low=hidden.trend.low * BLOCK_BYTES,
+            slope_high=hidden.trend.high * BLOCK_BYTES,
+            onset=int(round(hidden.onset)),
+            warmup=w,
+            iterations=base.iterations,
+            confident=hidden.trend.low_decide > 0 and hidden.h2.low99 > 0,
+        )
+        v.fit = fill_from(trend, onset, float(x[-1]))
+        v.reason = "python-blocks"
+        v.summary = (
+            f"Leak of Python objects: {hidden.trend.slope:+,.0f} allocator blocks per iteration "
+            f"(95%: {hidden.trend.low:,.0f}\u2013{hidden.trend.high:,.0f}; about "
+            f"{format_bytes(v.slope)}) since iteration {v.onset}. RSS has not grown yet: the "
+            "process is reusing memory it freed earlier, and RSS will follow once that is used up."
+        )
+        return v
 
     if is_leak:
         v = Verdict(
@@ -341,9 +416,9 @@ def decide(
             warmup=w,
             iterations=base.iterations,
         )
-        v.confident = trend.low_decide > 0 and h2.low99 > 0 and gx.size >= 12
+        v.confident = trend.low_decide > 0 and h2.low99 > 0 and (x[-1] - onset) >= 12
         level0 = trend.intercept + trend.slope * onset
-        v.fit = [(float(bx[0]), level0)] if onset > bx[0] else []
+        v.fit = [(float(fx[0]), level0)] if onset > fx[0] else []
         v.fit += fill_from(trend, onset, float(x[-1]))
         if room is not None and trend.slope > 0:
             v.exhaust_iterations = room / trend.slope
@@ -365,38 +440,37 @@ def decide(
         return v
 
     # --- plateau: rising, then flat ---------------------------------------------------------
-    down = _hinge_fit(bx, by, "down")
+    down = _hinge_fit(fx, fy, "down")
     if down is not None and down[3] > 0:
         kp, b_fill = down[1], down[3]
-        tail = bx >= kp
-        rise_len = kp - bx[0]
-        tail_len = bx[-1] - kp
-        if tail.sum() >= MIN_POINTS and tail_len >= max(rise_len, MIN_POINTS):
-            tt = theil_sen(bx[tail], by[tail])
-            tail_sigma = robust_sigma(by[tail] - (tt.intercept + tt.slope * bx[tail]))
+        rise_len = kp - fx[0]
+        tail_len = fx[-1] - kp
+        in_tail = x >= kp
+        if in_tail.sum() >= MIN_POINTS and tail_len >= max(0.5 * rise_len, MIN_POINTS):
+            tbx, tby, tt, _ = batches(x[in_tail], y[in_tail])
+            tail_sigma = robust_sigma(tby - (tt.intercept + tt.slope * tbx))
             rise = b_fill * rise_len
-            head = by[bx < kp]
-            rise_sig = rise > 4 * max(tail_sigma, 4096.0) and head.size >= 1
+            rise_sig = rise > 4 * max(tail_sigma, 4096.0)
             if rise_sig and tt.high < 0.25 * b_fill and tt.high < rise / max(tail_len, 1):
                 v = Verdict(
                     "plateau",
                     slope=tt.slope,
                     slope_low=tt.low,
                     slope_high=tt.high,
-                    onset=int(round(bx[0])),
+                    onset=int(round(fx[0])),
                     warmup=w,
                     iterations=base.iterations,
                 )
-                v.confident = tail.sum() >= 12 and tt.high < 0.15 * b_fill
+                v.confident = tail_len >= 20 and tt.high < 0.15 * b_fill
                 a = down[2]
                 v.fit = [
-                    (float(bx[0]), a + b_fill * bx[0]),
+                    (float(fx[0]), a + b_fill * fx[0]),
                     (kp, a + b_fill * kp),
                     (float(x[-1]), a + b_fill * kp),
                 ]
                 v.summary = (
                     f"Plateau: memory grew by {format_bytes(rise)} over iterations "
-                    f"{int(bx[0])}\u2013{int(kp)}, then stopped growing "
+                    f"{int(fx[0])}\u2013{int(kp)}, then stopped growing "
                     f"({format_bytes(tt.slope, signed=True)} per iteration since; "
                     f"95%: {_format_range(tt.low, tt.high)}): a buffer or cache filling up, "
                     "not a leak."
@@ -404,7 +478,6 @@ def decide(
                 return v
 
     # --- stable --------------------------------------------------------------------------
-    negligible = (room / iters_per_horizon) if room else 1024.0
     if overall.low <= 0 and overall.high < max(negligible, 64.0):
         v = Verdict(
             "stable",
@@ -416,7 +489,7 @@ def decide(
             confident=n_post >= 20,
         )
         level = float(np.median(by))
-        v.fit = [(float(bx[0]), level), (float(x[-1]), level)]
+        v.fit = [(float(fx[0]), level), (float(x[-1]), level)]
         warm = f" (iterations 0\u2013{w - 1})" if w > 1 else ""
         v.summary = (
             f"Stable: no growth after the warm-up{warm}: "

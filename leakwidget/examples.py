@@ -1,0 +1,120 @@
+"""Synthetic steps with known memory behaviour, for demos, teaching, tests and benchmarks.
+
+Each factory returns ``(setup, step)`` for :func:`leakwidget.watch`: ``setup()`` builds fresh
+state (so repeated runs are independent) and ``step(state)`` does one iteration.
+
+- :func:`python_leak` keeps ``rate`` bytes of small Python objects (2-tuples) per iteration.
+- :func:`native_leak` ``malloc``s ``rate`` bytes through ctypes, touches them, never frees them.
+- :func:`numpy_leak` keeps a numpy array of ``rate`` bytes per iteration.
+- :func:`capped_list` keeps the last ``cap`` payloads: grows for ``cap`` iterations, then flat.
+- :func:`bounded_cache` caches a payload per key over ``keys`` distinct keys: a plateau.
+- :func:`steady` allocates and frees only.
+
+``noise`` (bytes) adds, every iteration, a numpy array of random size up to ``noise`` that is
+allocated, written and freed — the churn that makes real RSS curves hard to read.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+from collections.abc import Callable
+
+import numpy as np
+
+NODE_BYTES = 64  # a 2-tuple is 56 B, served from a 64 B pymalloc block (16-byte alignment)
+
+
+def _noise(rng: np.random.Generator, noise: int) -> None:
+    if noise > 0:
+        a = np.ones(int(rng.integers(0, noise)) // 8 + 1)
+        a[::512] = 2.0  # used, so the allocation is real
+        del a
+
+
+def _factory(keep_fn: Callable, noise: int, seed: int | None):
+    def setup():
+        return {"keep": [], "cache": {}, "i": 0, "rng": np.random.default_rng(seed)}
+
+    def step(state):
+        keep_fn(state)
+        _noise(state["rng"], noise)
+        state["i"] += 1
+
+    return setup, step
+
+
+def python_leak(rate: int, noise: int = 0, seed: int | None = None):
+    """Small Python objects only: a chain of 2-tuples, each holding the one before.
+
+    No large container, so every byte comes from pymalloc arenas and the rate is exact.
+    """
+    n = max(1, rate // NODE_BYTES)
+
+    def keep(state):
+        node = state.get("chain")
+        for _ in range(n):
+            node = (node, None)
+        state["chain"] = node
+
+    return _factory(keep, noise, seed)
+
+
+_libc = None
+
+
+def _libc_handle():
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        _libc.malloc.restype = ctypes.c_void_p
+        _libc.malloc.argtypes = [ctypes.c_size_t]
+        _libc.memset.restype = ctypes.c_void_p
+        _libc.memset.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
+    return _libc
+
+
+def native_leak(rate: int, noise: int = 0, seed: int | None = None):
+    libc = _libc_handle()
+
+    def keep(state):
+        p = libc.malloc(rate)
+        libc.memset(p, 1, rate)  # touched, so it is resident
+
+    return _factory(keep, noise, seed)
+
+
+def numpy_leak(rate: int, noise: int = 0, seed: int | None = None):
+    def keep(state):
+        state["keep"].append(np.ones(max(1, rate // 8)))
+
+    return _factory(keep, noise, seed)
+
+
+def capped_list(rate: int, cap: int, noise: int = 0, seed: int | None = None):
+    def keep(state):
+        state["keep"].append(np.ones(max(1, rate // 8)))
+        if len(state["keep"]) > cap:
+            state["keep"].pop(0)
+
+    return _factory(keep, noise, seed)
+
+
+def bounded_cache(rate: int, keys: int, noise: int = 0, seed: int | None = None):
+    def keep(state):
+        key = state["i"] % keys
+        if key not in state["cache"]:
+            state["cache"][key] = np.ones(max(1, rate // 8))
+
+    return _factory(keep, noise, seed)
+
+
+def steady(noise: int = 0, seed: int | None = None):
+    return _factory(lambda state: None, noise, seed)
+
+
+CASES = {
+    "python": python_leak,
+    "native": native_leak,
+    "numpy": numpy_leak,
+}
