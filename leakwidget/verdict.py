@@ -273,6 +273,14 @@ def detect_warmup(index: np.ndarray, rss: np.ndarray) -> int:
     return int(index[min(w, n - 1)] - index[0])
 
 
+def _running_median(v: np.ndarray, k: int) -> np.ndarray:
+    if v.size < 2 * k:
+        return v
+    pad = k // 2
+    p = np.concatenate([np.full(pad, v[0]), v, np.full(pad, v[-1])])
+    return np.median(np.lib.stride_tricks.sliding_window_view(p, k), axis=1)
+
+
 @dataclass
 class _LeakTest:
     onset: float
@@ -289,10 +297,12 @@ def _leak_test(x: np.ndarray, y: np.ndarray, onset: float) -> _LeakTest:
     half = gx.size // 2
     h1 = theil_sen(gx[:half], gy[:half])
     h2 = theil_sen(gx[half:], gy[half:])
-    total_rise = float(gy[-1] - gy[0])
     # A few big jumps (the allocator's high-water mark rising now and then) are not a leak:
-    # no single step between batches may carry 40% of the growth.
-    spread = total_rise > 0 and float(np.max(np.diff(gy))) < 0.4 * total_rise
+    # no single step between batches may carry 40% of the growth. A running median of 5 keeps
+    # level shifts and drops isolated spikes, which Theil–Sen already ignores.
+    sm = _running_median(gy, 5)
+    total_rise = float(sm[-1] - sm[0])
+    spread = total_rise > 0 and float(np.max(np.diff(sm))) < 0.4 * total_rise
     sustained = h1.slope > 0.3 * trend.slope and h2.slope > 0.5 * trend.slope and spread
     is_leak = keep.sum() >= MIN_POINTS and trend.low_decide > 0 and h2.low > 0 and sustained
     return _LeakTest(float(gx[0]) if gx.size else onset, trend, h2, sustained, is_leak)
