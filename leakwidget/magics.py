@@ -91,7 +91,7 @@ def _ids(text: str) -> tuple[str, ...]:
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog=PROG,
-        usage=f"{PROG} [options] [setup statement]\n<step: the cell body>",
+        usage="%(prog)s [options] [setup statement]\n<step: the cell body>",
         description="Run the cell repeatedly while sampling memory; decide leak, plateau or stable.",
         add_help=True,
     )

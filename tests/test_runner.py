@@ -1,0 +1,203 @@
+"""The repeat loop: records, samples, stop reasons, errors, guards and its own bounded memory."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import leakwidget
+from leakwidget import examples as ex
+from leakwidget import runner, sampler
+from leakwidget.runner import Watch, WatchAlreadyRunning, WatchSpec, parse_size
+
+KiB = 1024
+MiB = 1024 * KiB
+
+
+def sampler_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "leakwidget-sampler"]
+
+
+def test_import_leakwidget_imports_neither_ipython_nor_tensorflow():
+    import subprocess
+
+    code = "import sys, leakwidget; print('IPython' in sys.modules, 'tensorflow' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
+
+
+def test_setup_state_is_passed_to_step_and_records_are_complete():
+    calls = []
+
+    def setup():
+        return {"n": 0}
+
+    def step(state):
+        state["n"] += 1
+        calls.append(state["n"])
+
+    r = leakwidget.watch(step, setup=setup, iterations=25, widget=False)
+    assert calls == list(range(1, 26))
+    assert r.stopped == "iterations"
+    recs = r.iterations
+    assert [rec.index for rec in recs] == list(range(25))
+    for rec in recs:
+        assert rec.end >= rec.start
+        assert rec.duration == pytest.approx(rec.end - rec.start)
+        assert rec.peak_rss >= rec.rss > 0
+        assert isinstance(rec.blocks_delta, int)
+
+
+def test_samples_are_taken_at_100_hz_or_more():
+    import time
+
+    def step():
+        t = time.perf_counter()
+        while time.perf_counter() - t < 0.01:
+            pass
+
+    r = leakwidget.watch(step, seconds=1.5, widget=False)
+    t = r.samples[:, 0]
+    assert r.stopped == "seconds"
+    assert len(t) / (t[-1] - t[0]) >= 100
+
+
+def test_peak_rss_sees_a_spike_inside_one_iteration():
+    def step():
+        a = np.ones(64 * MiB // 8)
+        del a
+
+    r = leakwidget.watch(step, iterations=5, widget=False)
+    rss = r.column("rss")
+    peak = r.column("peak_rss")
+    assert np.all(peak - rss >= 48 * MiB)
+
+
+def test_an_exception_stops_the_run_and_keeps_the_partial_result():
+    def step(state):
+        state.append(1)
+        if len(state) == 7:
+            raise ValueError("boom at seven")
+
+    r = leakwidget.watch(step, setup=list, iterations=100, widget=False)
+    assert r.stopped == "error"
+    assert isinstance(r.error, ValueError)
+    assert r.error_iteration == 6
+    assert r.iteration_count == 6
+    assert "boom at seven" in r.error_traceback
+    assert "boom at seven" in str(r)
+    assert not sampler_threads()
+
+
+def test_keyboard_interrupt_in_the_step_returns_a_partial_result():
+    def step(state):
+        state.append(1)
+        if len(state) == 5:
+            raise KeyboardInterrupt
+
+    r = leakwidget.watch(step, setup=list, iterations=100, widget=False)
+    assert r.stopped == "interrupted"
+    assert r.iteration_count == 4
+    assert not sampler_threads()
+    assert runner.active_watch() is None
+
+
+def test_a_watch_inside_a_watch_is_refused_clearly():
+    inner = {}
+
+    def step():
+        try:
+            leakwidget.watch(lambda: None, iterations=2, widget=False)
+        except WatchAlreadyRunning as exc:
+            inner["error"] = str(exc)
+            raise
+
+    r = leakwidget.watch(step, iterations=3, widget=False)
+    assert "already running" in inner["error"]
+    assert r.stopped == "error"
+    # and the outer one cleaned up, so a new watch can start
+    assert leakwidget.watch(lambda: None, iterations=2, widget=False).stopped == "iterations"
+
+
+def test_max_rss_stops_before_the_limit_is_crossed():
+    keep = []
+    limit = sampler.rss() + 400 * MiB
+
+    def step():
+        keep.append(np.ones(50 * MiB // 8))
+
+    r = leakwidget.watch(step, iterations=1000, max_rss=limit, widget=False)
+    try:
+        assert r.stopped == "memory-guard"
+        assert r.column("peak_rss").max() < limit + 10 * MiB
+        assert any("memory guard" in n for n in r.stage_notes)
+    finally:
+        keep.clear()
+
+
+def test_the_watcher_stays_bounded_over_100000_iterations():
+    r = Watch(WatchSpec(lambda: None, iterations=100_000)).run()
+    assert r.iteration_count == 100_000
+    assert len(r.column("rss")) <= runner.RECORD_CAPACITY
+    assert len(r.samples) <= 40_000
+    idx = r.column("index")
+    assert idx[-1] == 99_999 and np.all(np.diff(idx) > 0)
+    # Watching nothing must not look like a leak of the watcher itself.
+    assert r.verdict.kind != "leak", r.verdict.summary
+
+
+def test_budget_seconds_and_auto_stop_when_confident():
+    setup, step = ex.numpy_leak(1 * MiB)
+    r = leakwidget.watch(step, setup=setup, widget=False)
+    assert r.stopped == "confident"
+    assert r.verdict.kind == "leak" and r.verdict.confident
+
+
+def test_json_and_csv_export(tmp_path):
+    setup, step = ex.numpy_leak(256 * KiB)
+    r = leakwidget.watch(step, setup=setup, iterations=30, widget=False)
+    d = json.loads(r.to_json())
+    assert d["verdict"]["kind"] == r.verdict.kind
+    assert len(d["iterations"]) == 30
+    path = tmp_path / "run.csv"
+    r.to_csv(path)
+    rows = list(csv.DictReader(path.open()))
+    assert len(rows) == 30
+    assert int(rows[-1]["index"]) == 29 and int(rows[-1]["rss"]) > 0
+
+
+def test_result_shows_text_and_a_picture():
+    r = leakwidget.watch(lambda: None, iterations=10, widget=False)
+    bundle = r._repr_mimebundle_()
+    assert r.verdict.summary in bundle["text/plain"]
+    assert bundle["image/svg+xml"].lstrip().startswith("<svg")
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [("2GiB", 2 * 1024**3), ("500M", 500_000_000), ("1.5 MiB", int(1.5 * MiB)), (4096, 4096)],
+)
+def test_parse_size(text, expected):
+    assert parse_size(text) == expected
+
+
+@pytest.mark.parametrize("bad", ["", "lots", "-3G", "2 parsecs", 0])
+def test_parse_size_rejects_nonsense(bad):
+    with pytest.raises(ValueError):
+        parse_size(bad)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [dict(iterations=0), dict(seconds=-1), dict(warmup=-2), dict(max_rss="a lot")],
+)
+def test_bad_arguments_raise_before_anything_runs(kwargs):
+    ran = []
+    with pytest.raises(ValueError):
+        leakwidget.watch(lambda: ran.append(1), widget=False, **kwargs)
+    assert not ran
