@@ -15,10 +15,12 @@ How it is decided, in plain words (the README repeats this for users):
    points. Its confidence interval is Sen's rank interval, widened for autocorrelated noise by the
    factor (1+ρ)/(1−ρ), ρ being the lag-1 autocorrelation of the residuals: memory noise is sticky
    (the allocator keeps a freed block for a while), and ignoring that makes steps look like trends.
-3. **Leak** needs three things: growth since the onset is significant at 99.9% (a stricter level
-   than the 95% interval we report, because a live verdict is looked at many times); the second
-   half of that span still grows (95%); the first half grew too; and no single step carries 40%
-   of the growth. A single jump, a few jumps, or growth that stopped are therefore not a leak.
+3. **Leak**: growth since the onset is significant at 99.9% (a stricter level than the 95%
+   interval we report, because a live verdict is looked at many times); the second half of that
+   span still grows (95%) and the first half grew too; no single step carries 40% of the growth;
+   and it added at least 1 MiB. A single jump, a few jumps, growth that stopped, or a creep too
+   small to matter yet are therefore not a leak. Python objects that keep accumulating (the
+   allocator's block count) are a leak even before RSS shows it, when freed memory is reused.
 4. **Plateau**: the best "rise, then flat" fit has a flat part at least as long as the rise, whose
    slope (95% upper bound) is under a quarter of the rise's, and the rise is well above the noise.
 5. **Stable**: no significant growth, and even the 95% upper bound of the slope would not exhaust
@@ -45,6 +47,7 @@ MAX_POINTS = 300  # bucket medians the estimators work on
 MIN_POINTS = 8  # iterations after warm-up before anything is decided
 STABLE_HORIZON_S = 24 * 3600.0
 KINDS = ("leak", "plateau", "stable", "inconclusive")
+MIN_LEAK_GROWTH = 1024 * 1024  # a leak must have added at least this much during the run
 BLOCK_BYTES = 64  # a typical pymalloc block (objects of 49–64 B): turns block counts into bytes
 
 
@@ -288,9 +291,10 @@ class _LeakTest:
     h2: Trend
     sustained: bool
     is_leak: bool
+    material: bool
 
 
-def _leak_test(x: np.ndarray, y: np.ndarray, onset: float) -> _LeakTest:
+def _leak_test(x: np.ndarray, y: np.ndarray, onset: float, min_growth: float) -> _LeakTest:
     """Is memory growing steadily from ``onset`` to the end?"""
     keep = x >= onset
     gx, gy, trend, _ = batches(x[keep], y[keep])
@@ -304,8 +308,13 @@ def _leak_test(x: np.ndarray, y: np.ndarray, onset: float) -> _LeakTest:
     total_rise = float(sm[-1] - sm[0])
     spread = total_rise > 0 and float(np.max(np.diff(sm))) < 0.4 * total_rise
     sustained = h1.slope > 0.3 * trend.slope and h2.slope > 0.5 * trend.slope and spread
-    is_leak = keep.sum() >= MIN_POINTS and trend.low_decide > 0 and h2.low > 0 and sustained
-    return _LeakTest(float(gx[0]) if gx.size else onset, trend, h2, sustained, is_leak)
+    start = float(gx[0]) if gx.size else onset
+    # Growth too small to matter yet (the allocator's slow creep under threads looks like this)
+    # is not called a leak until it adds up to MIN_LEAK_GROWTH.
+    material = trend.slope * (float(x[-1]) - start) >= min_growth
+    is_leak = (keep.sum() >= MIN_POINTS and trend.low_decide > 0 and h2.low > 0 and sustained
+               and material)
+    return _LeakTest(start, trend, h2, sustained, is_leak, material)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -378,7 +387,7 @@ def decide(
     # only after a while, behind a rise and a flat stretch the onset fit cannot describe.
     span = x[-1] - x[0]
     starts = [onset] + [s for s in (x[0] + span / 3, x[0] + span / 2) if s > onset]
-    tests = [_leak_test(x, y, s) for s in starts]
+    tests = [_leak_test(x, y, s, MIN_LEAK_GROWTH) for s in starts]
     chosen = next((t for t in tests if t.is_leak), tests[0])
     onset, trend, h2, sustained = chosen.onset, chosen.trend, chosen.h2, chosen.sustained
     is_leak = chosen.is_leak
@@ -388,7 +397,10 @@ def decide(
     hidden = None
     if not is_leak and blocks is not None and np.asarray(blocks).size == n_all:
         b = np.asarray(blocks, dtype=float)[post]
-        bt = next((t for t in (_leak_test(x, b, s) for s in starts) if t.is_leak), None)
+        bt = next(
+            (t for t in (_leak_test(x, b, s, MIN_LEAK_GROWTH / BLOCK_BYTES) for s in starts) if t.is_leak),
+            None,
+        )
         if bt is not None and bt.trend.slope * BLOCK_BYTES >= max(negligible, 1024.0):
             hidden = bt
 
@@ -519,7 +531,12 @@ def decide(
         onset=int(round(onset)),
     )
     v.fit = fill_from(trend, onset, float(x[-1]))
-    if trend.low_decide > 0 and not sustained:
+    if trend.low_decide > 0 and sustained and not chosen.material:
+        reason = (
+            f"memory grew steadily but only by {format_bytes(trend.slope * (x[-1] - onset))}, "
+            f"too little to call a leak (at least {format_bytes(MIN_LEAK_GROWTH)})"
+        )
+    elif trend.low_decide > 0 and not sustained:
         reason = "memory grew, but not steadily (a jump, or growth that may be levelling off)"
     elif trend.low > 0:
         reason = "memory is growing, but not yet significantly enough to call it a leak"

@@ -1,0 +1,39 @@
+# The two commands a new user runs (see README.md):
+#   make demo   JupyterLab on notebooks/quickstart.ipynb, after a headless demo in the terminal
+#   make test   every test: Python (pytest, real TensorFlow, kernels, JupyterLab in Chromium) and js/
+# Both install what they need first: Debian packages, a virtualenv in .venv, TensorFlow.
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo lab test test-python test-js bench lint
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml scripts/install-system.sh
+	bash scripts/install-system.sh
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[tensorflow,test]"
+	touch $(STAMP)
+
+demo: install
+	$(PY) -m leakwidget.demo
+	$(MAKE) lab
+
+lab: install
+	$(VENV)/bin/jupyter lab notebooks/quickstart.ipynb --ServerApp.ip=127.0.0.1 \
+		$$( [ "$$(id -u)" = 0 ] && echo --allow-root )
+
+test: install
+	node --test js/tests/
+	$(PY) -m pytest -ra
+
+bench: install
+	$(PY) bench/bench_overhead.py
+	$(PY) bench/bench_detection.py
+
+lint: install
+	$(VENV)/bin/ruff check leakwidget tests bench
