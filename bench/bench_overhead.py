@@ -1,0 +1,64 @@
+"""Overhead of watching: the same 5 ms CPU step as a plain loop and under leakwidget.watch.
+
+Prints a table; the ratio is measured in one run (plain and watched loops interleaved in
+rounds, medians taken), because these machines are noisy. Goal: watched/plain <= 1.03.
+
+    python bench/bench_overhead.py [--iterations 400] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from leakwidget.runner import Watch, WatchSpec
+
+
+def busy(seconds: float = 0.005) -> None:
+    end = time.perf_counter() + seconds
+    x = 0
+    while time.perf_counter() < end:
+        x += 1
+
+
+def plain(n: int) -> float:
+    t = time.perf_counter()
+    for _ in range(n):
+        busy()
+    return time.perf_counter() - t
+
+
+def watched(n: int, default_observers: bool, live: bool) -> float:
+    t = time.perf_counter()
+    Watch(WatchSpec(busy, iterations=n), default_observers=default_observers,
+          live_verdict=live).run()
+    return time.perf_counter() - t
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--iterations", type=int, default=400)
+    p.add_argument("--rounds", type=int, default=5)
+    a = p.parse_args()
+    variants = {
+        "plain loop": lambda: plain(a.iterations),
+        "watch: sampler + records": lambda: watched(a.iterations, False, False),
+        "watch(widget=False) (default signals)": lambda: watched(a.iterations, True, False),
+        "  + live verdict every 0.5 s": lambda: watched(a.iterations, True, True),
+    }
+    times: dict[str, list[float]] = {k: [] for k in variants}
+    for _ in range(a.rounds):
+        for name, fn in variants.items():
+            times[name].append(fn())
+    base = statistics.median(times["plain loop"])
+    print(f"{a.iterations} iterations of a 5 ms CPU step, {a.rounds} interleaved rounds, medians\n")
+    print(f"| {'variant':40s} | {'seconds':>8s} | {'per iteration':>13s} | {'ratio':>6s} |")
+    print(f"|{'-' * 42}|{'-' * 10}|{'-' * 15}|{'-' * 8}|")
+    for name, ts in times.items():
+        m = statistics.median(ts)
+        print(f"| {name:40s} | {m:8.3f} | {m / a.iterations * 1e3:10.3f} ms | {m / base:6.3f} |")
+
+
+if __name__ == "__main__":
+    main()
