@@ -279,9 +279,11 @@ class Runner:
                 self.shell.showtraceback((type(err), err, err.__traceback__), tb_offset=2)
             except Exception:
                 traceback.print_exception(type(err), err, err.__traceback__)
-            print(f"[leakwatch] the step raised {type(err).__name__} in iteration "
-                  f"{result.error_iteration}; the run stopped and its partial result is kept"
-                  + (f" in {a.output!r}." if a.output else "."), file=sys.stderr)
+            where = ("the setup statement" if result.error_iteration is None
+                     else f"iteration {result.error_iteration}")
+            print(f"[leakwatch] {type(err).__name__} raised in {where}; the run stopped and its "
+                  "partial result is kept" + (f" in {a.output!r}." if a.output else "."),
+                  file=sys.stderr)
         if not a.quiet:
             if self._dash is None:
                 # In a kernel this shows the text report and a static chart (nbconvert, GitHub);

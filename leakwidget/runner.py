@@ -260,10 +260,9 @@ class WatchResult:
         else:
             lines.append(f"No iteration finished (stopped: {self.stopped}).")
         if self.error is not None:
-            lines.append(
-                f"The step raised {type(self.error).__name__}: {self.error} "
-                f"(iteration {self.error_iteration})."
-            )
+            where = ("the setup" if self.error_iteration is None
+                     else f"iteration {self.error_iteration}")
+            lines.append(f"{type(self.error).__name__} in {where}: {self.error}")
         if self.attribution is not None and getattr(self.attribution, "summary", ""):
             lines.append(str(self.attribution))
         if self.stages:

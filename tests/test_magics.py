@@ -103,6 +103,17 @@ def test_exception_in_the_cell_shows_traceback_and_keeps_partial_result(ip, caps
     assert res.error_in_exec is None  # the run ended cleanly, with its result
 
 
+def test_exception_in_the_setup_statement_is_reported_as_such(ip, capsys):
+    ip.user_ns["counter"] = [0]
+    run(ip, "%%leakwatch -n 5 --no-widget -o r 1 / 0\ncounter[0] += 1\n")
+    captured = capsys.readouterr()
+    r = ip.user_ns["r"]
+    assert r.stopped == "error" and r.error_iteration is None
+    assert isinstance(r.error, ZeroDivisionError)
+    assert "setup statement" in captured.err
+    assert ip.user_ns["counter"] == [0]
+
+
 def test_split_line_keeps_the_setup_statement_verbatim():
     tokens, rest = split_line("-n 5 --max-rss=2GiB -t3 it = iter(ds.map(lambda x: x * 2))  # hi")
     assert tokens == ["-n", "5", "--max-rss=2GiB", "-t3"]
