@@ -18,6 +18,10 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+# Imported eagerly (numpy only, no IPython or TensorFlow): the function shares its name with the
+# submodule, and a lazy import of the submodule would replace the package attribute.
+from .bisect import bisect  # noqa: E402
+
 __all__ = [
     "__version__",
     "watch",
@@ -36,15 +40,6 @@ def watch(*args, **kwargs):
 
 
 watch.__doc__ = "Run a step repeatedly and decide whether memory leaks; see leakwidget.runner.watch."
-
-
-def bisect(*args, **kwargs):
-    from .bisect import bisect as _bisect
-
-    return _bisect(*args, **kwargs)
-
-
-bisect.__doc__ = "Find the pipeline stage(s) whose being on makes memory leak; see leakwidget.bisect."
 
 
 def stage(*args, **kwargs):

@@ -330,6 +330,8 @@ class Runner:
         return result
 
     def _report_bisect(self, result) -> None:
+        if self._dash is not None and hasattr(self._dash, "show_bisect"):
+            self._dash.show_bisect(result)  # culprits coloured in the pipeline strip
         if self.args.output:
             self.shell.user_ns[self.args.output] = result
         if not self.args.quiet:

@@ -476,10 +476,6 @@ class Watch:
             self._headroom, self._total = available, total
             self._stage_session = _stage_session(self.spec)
             self._stage_session.__enter__()
-            # Memory freed before this run (an earlier run, an earlier cell) would otherwise be
-            # reused silently by a leak, hiding it from RSS: collect and hand it back first.
-            gc.collect()
-            _sampler.malloc_trim()
             self.baseline_rss = _sampler.rss()
             self.sampler = _sampler.Sampler(guard=self._guard, on_trip=self._on_trip).start()
             self._t0 = time.perf_counter() - 0.0
@@ -504,6 +500,11 @@ class Watch:
                 step_fn.__wrapped__ = raw  # lets --lines find the user's code
             else:
                 step_fn = step
+            # Memory freed before the first iteration (an earlier run, an earlier cell, the
+            # pipeline the setup replaced) would otherwise be reused silently by a leak, hiding
+            # it from RSS for hundreds of iterations: collect and hand it back first.
+            gc.collect()
+            _sampler.malloc_trim()
             for ob in self.observers:
                 if hasattr(ob, "wrap_step"):
                     step_fn = ob.wrap_step(self, step_fn)

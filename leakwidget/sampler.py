@@ -25,26 +25,20 @@ import numpy as np
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
-def _open_statm():
+def _open_statm() -> int | None:
     try:
-        return open("/proc/self/statm", "rb", buffering=0)  # noqa: SIM115 - kept open on purpose
+        return os.open("/proc/self/statm", os.O_RDONLY)
     except OSError:
         return None
 
 
-_statm = _open_statm()
-_statm_lock = threading.Lock()
+_statm = _open_statm()  # one descriptor, read with pread: no seek, so threads need no lock
 
 
 def rss() -> int:
     """Resident set size of this process, in bytes."""
     if _statm is not None:
-        # One shared file object read with pread-like seek: the lock keeps the sampler thread and
-        # the main thread from interleaving seek and read.
-        with _statm_lock:
-            _statm.seek(0)
-            fields = _statm.read(64).split()
-        return int(fields[1]) * PAGE_SIZE
+        return int(os.pread(_statm, 64, 0).split()[1]) * PAGE_SIZE
     import psutil
 
     return psutil.Process().memory_info().rss
@@ -103,8 +97,10 @@ class Series:
         if capacity < 16:
             raise ValueError("capacity must be at least 16")
         self.capacity = capacity
-        self._t = np.empty(capacity, dtype=np.float64)
-        self._v = np.empty(capacity, dtype=np.int64)
+        # Written once now, so the pages are resident before the run and the watcher's own
+        # memory does not grow while it measures.
+        self._t = np.ones(capacity, dtype=np.float64)
+        self._v = np.ones(capacity, dtype=np.int64)
         self._n = 0
         self.total = 0  # samples ever appended
         self._lock = threading.Lock()
