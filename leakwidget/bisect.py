@@ -1,0 +1,532 @@
+"""Automatic bisection: which pipeline stages, switched on, make memory leak?
+
+    result = leakwidget.bisect(step, setup=make_iterator)
+    print(result)              # one row per configuration that ran
+    result.culprits            # [Stage(id="map@4", ...)]
+    result.summary             # one sentence naming the culprit
+
+How it decides (docs/stages.md says the same for users):
+
+1. **Baseline**: every stage on. No leak → nothing to bisect. The stages to search are the
+   ones this run recorded that can be switched off (or, if they only have parallelism, made
+   serial).
+2. **All off**: every searched stage off. Still leaking → the leak lies outside the stages (the
+   source, the step body, the model); stop.
+3. **Delta debugging** over the set of stages that are on: split it in halves and keep a half
+   whose being on (everything else off) still reproduces the leak. When a half does not, the
+   other half is assumed — and checked only if the search ends on an assumption — so one
+   culprit among k stages costs ⌈log2 k⌉ + 2 configurations, +1 when the last split was an
+   assumption (see bench/bench_bisect.py; ``all_off_first=False`` saves that one by running
+   step 2 last, and only when no configuration came out clean). When neither half reproduces alone, the leak needs
+   stages from both: each half is minimised with the other on, so a pair is reported as a pair.
+
+A configuration "reproduces" the leak when its own verdict is ``leak`` **and** its slope is at
+least ``slope_ratio`` (default ½) of the baseline's: a stage whose removal only slows the
+growth down is not the cause. Each configuration runs until its verdict is confident, capped
+at ``seconds_per_config``.
+
+The search is one pure object, :class:`Bisector` (``next_configuration()`` /
+``report(...)``), driven synchronously by :func:`bisect` or asynchronously by
+:func:`bisect_async` (what the widget's Bisect button uses).
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .verdict import format_bytes
+
+__all__ = ["Bisector", "BisectResult", "Configuration", "bisect", "bisect_async"]
+
+DEFAULT_SECONDS_PER_CONFIG = 30.0
+DEFAULT_SLOPE_RATIO = 0.5
+_ALL = "all"
+
+
+@dataclass
+class Configuration:
+    """One run of the search: which stages were off or serial, and what the run showed."""
+
+    label: str
+    off: tuple[str, ...] = ()
+    serial: tuple[str, ...] = ()
+    on: frozenset[str] | None = None  # searched stages left on; None = every stage (baseline)
+    verdict: Any = None  # leakwidget.verdict.Verdict once run
+    reproduces: bool | None = None
+    stopped: str = ""
+    iterations: int = 0
+    seconds: float = 0.0
+    index: int = 0
+
+    @property
+    def kind(self) -> str:
+        return getattr(self.verdict, "kind", "") if self.verdict is not None else ""
+
+    @property
+    def slope(self) -> float | None:
+        return getattr(self.verdict, "slope", None) if self.verdict is not None else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index, "label": self.label, "off": list(self.off),
+            "serial": list(self.serial), "on": sorted(self.on) if self.on is not None else None,
+            "verdict": self.kind, "slope": self.slope, "reproduces": self.reproduces,
+            "stopped": self.stopped, "iterations": self.iterations, "seconds": self.seconds,
+        }
+
+
+@dataclass
+class BisectResult:
+    culprits: list = field(default_factory=list)  # Stage objects (.id .kind .site)
+    configurations: list[Configuration] = field(default_factory=list)
+    outside: bool = False
+    leak: bool = False  # did the baseline leak at all
+    summary: str = ""
+    notes: list[str] = field(default_factory=list)
+    stages: list = field(default_factory=list)  # every stage the baseline recorded
+
+    @property
+    def culprit_ids(self) -> list[str]:
+        return [s.id for s in self.culprits]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "culprits": [s.to_dict() if hasattr(s, "to_dict") else s.id for s in self.culprits],
+            "configurations": [c.to_dict() for c in self.configurations],
+            "outside": self.outside, "leak": self.leak, "summary": self.summary,
+            "notes": list(self.notes),
+        }
+
+    def __str__(self) -> str:
+        rows = [("#", "configuration", "off / serial", "verdict", "slope/iter", "reproduces")]
+        for c in self.configurations:
+            toggles = ", ".join(map(short_id, c.off))
+            if c.serial:
+                toggles += " | serial: " + ", ".join(map(short_id, c.serial))
+            if len(toggles) > 60:
+                toggles = toggles[:59] + "…"
+            slope = "" if c.slope is None else format_bytes(c.slope)
+            rep = {True: "yes", False: "no", None: ""}[c.reproduces]
+            rows.append((str(c.index), c.label, toggles or "-", c.kind or "-", slope, rep))
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+        lines.insert(1, "  ".join("-" * w for w in widths))
+        out = [self.summary, "", *lines]
+        out += [f"Note: {n}" for n in self.notes]
+        return "\n".join(out)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(str(self))
+
+
+class _Contradiction(Exception):
+    """An assumed 'the other half leaks' turned out false: search again without assuming."""
+
+
+class _Stop(Exception):
+    pass
+
+
+class Bisector:
+    """The search, without any running: ask for a configuration, run it, report the verdict.
+
+        b = Bisector()
+        while (config := b.next_configuration()) is not None:
+            result = run(config.off, config.serial)       # a Watch, a fake, anything
+            b.report(config, result.verdict, stages=result.stages)
+        b.result()
+
+    The first configuration is the baseline (everything on); its report must carry the
+    recorded ``stages``: they define what is searched.
+
+    ``all_off_first`` (default, the documented order): run "every stage off" second, so a leak
+    outside the stages is reported after two configurations. False: run it only if no
+    configuration of the search came out clean (a clean one implies it), which saves one
+    configuration when a culprit exists: ⌈log2 k⌉ + 2 at most for one culprit among k.
+    """
+
+    def __init__(self, *, slope_ratio: float = DEFAULT_SLOPE_RATIO,
+                 max_configurations: int | None = None, all_off_first: bool = True) -> None:
+        if not 0 < slope_ratio <= 1:
+            raise ValueError(f"slope_ratio must be in (0, 1], not {slope_ratio!r}")
+        self.slope_ratio = slope_ratio
+        self.max_configurations = max_configurations
+        self.all_off_first = all_off_first
+        self.configurations: list[Configuration] = []
+        self.stages: list = []
+        self.notes: list[str] = []
+        self._memo: dict[frozenset[str], bool] = {}
+        self._searched: list[str] = []
+        self._by_id: dict[str, Any] = {}
+        self._baseline: Configuration | None = None
+        self._pending: Configuration | None = None
+        self._answer: Any = None
+        self._finished = False
+        self._outcome: tuple[str, list[str]] = ("running", [])
+        self._gen = self._search()
+        self._advance(None)
+
+    # -- driving ------------------------------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        return self._finished
+
+    def next_configuration(self) -> Configuration | None:
+        """The configuration to run next, or None when the search is over."""
+        return None if self._finished else self._pending
+
+    def report(self, config: Configuration, verdict: Any, *, stages: Sequence | None = None,
+               stopped: str = "", iterations: int = 0, seconds: float = 0.0) -> None:
+        """Tell the search what ``config`` showed (``verdict`` has .kind and .slope)."""
+        if config is not self._pending or self._finished:
+            raise ValueError("report() must answer the configuration next_configuration() gave")
+        if verdict is None or not hasattr(verdict, "kind") or not hasattr(verdict, "slope"):
+            raise TypeError("verdict must have .kind and .slope (a leakwidget Verdict)")
+        config.verdict = verdict
+        config.stopped, config.iterations, config.seconds = stopped, iterations, seconds
+        if config is self._baseline:
+            self.stages = list(stages or [])
+            config.reproduces = verdict.kind == "leak"
+        else:
+            config.reproduces = self._reproduces(verdict)
+            self._memo[config.on or frozenset()] = config.reproduces
+        if stopped == "interrupted":
+            self.notes.append(f"Stopped: configuration {config.index} ({config.label}) was interrupted.")
+            self._finish("interrupted", [])
+            return
+        if stopped == "error":
+            self.notes.append(f"Configuration {config.index} ({config.label}) raised an error; "
+                              "counted as not reproducing the leak.")
+        self._advance(config.reproduces)
+
+    def result(self) -> BisectResult:
+        state, culprit_ids = self._outcome
+        base = self._baseline
+        culprits = [self._by_id[i] for i in culprit_ids if i in self._by_id]
+        res = BisectResult(
+            culprits=culprits, configurations=list(self.configurations),
+            outside=state == "outside", leak=bool(base is not None and base.reproduces),
+            notes=list(self.notes), stages=list(self.stages),
+        )
+        res.summary = self._summary(state, culprits)
+        return res
+
+    # -- internals ------------------------------------------------------------------------------
+    def _reproduces(self, verdict: Any) -> bool:
+        base = self._baseline.verdict if self._baseline is not None else None
+        if verdict.kind != "leak":
+            return False
+        base_slope = float(getattr(base, "slope", 0.0) or 0.0)
+        return float(verdict.slope) >= self.slope_ratio * base_slope
+
+    def _advance(self, answer: Any) -> None:
+        try:
+            config = self._gen.send(answer) if answer is not None else next(self._gen)
+        except StopIteration:
+            self._finished = True
+            self._pending = None
+            return
+        config.index = len(self.configurations)
+        self.configurations.append(config)
+        self._pending = config
+
+    def _finish(self, state: str, culprits: list[str]) -> None:
+        self._outcome = (state, culprits)
+        self._finished = True
+        self._pending = None
+        self._gen.close()
+
+    def _config_for(self, on: frozenset[str], label: str) -> Configuration:
+        off, serial = [], []
+        for sid in self._searched:
+            if sid in on:
+                continue
+            (off if self._by_id[sid].toggleable else serial).append(sid)
+        return Configuration(label=label, off=tuple(off), serial=tuple(serial), on=on)
+
+    def _label(self, on: frozenset[str]) -> str:
+        if not on:
+            return "all off"
+        names = [short_id(s) for s in self._searched if s in on]
+        text = "on: " + ", ".join(names)
+        return text if len(text) <= 48 else f"on: {names[0]} +{len(names) - 1}"
+
+    def _test(self, on: frozenset[str]) -> Generator[Configuration, bool, bool]:
+        if on in self._memo:
+            return self._memo[on]
+        if self.max_configurations is not None and len(self.configurations) >= self.max_configurations:
+            raise _Stop
+        answer = yield self._config_for(on, self._label(on))
+        return bool(answer)
+
+    def _search(self) -> Generator[Configuration, bool, None]:
+        self._baseline = Configuration(label="baseline (all on)")
+        leaked = yield self._baseline
+        if not leaked:
+            self._outcome = ("no-leak", [])
+            return
+        for s in self.stages:
+            self._by_id.setdefault(s.id, s)
+        self._searched = [s.id for s in self.stages if s.toggleable or s.parallel]
+        if not self._searched:
+            self._outcome = ("no-stages", [])
+            return
+        every = frozenset(self._searched)
+        self._memo[every] = True
+        try:
+            if self.all_off_first and (yield from self._test(frozenset())):
+                self._outcome = ("outside", [])
+                return
+            try:
+                found = yield from self._minimize(self._searched, frozenset(), True, lazy=True)
+            except _Contradiction:
+                found = yield from self._minimize(self._searched, frozenset(), True, lazy=False)
+            # Any configuration that did not leak implies, stages being monotone, that "all
+            # off" does not either; only an all-positive search must still run it.
+            if False not in self._memo.values() and (yield from self._test(frozenset())):
+                self._outcome = ("outside", [])
+                return
+        except _Stop:
+            self.notes.append(f"Stopped after {len(self.configurations)} configurations "
+                              "(max_configurations); the culprit is not pinned down.")
+            self._outcome = ("unfinished", [])
+            return
+        self._outcome = ("found", found)
+
+    def _minimize(self, cands: list[str], background: frozenset[str], confirmed: bool,
+                  *, lazy: bool) -> Generator[Configuration, bool, list[str]]:
+        """Smallest subset X of ``cands`` with leaks(background ∪ X), given
+        leaks(background ∪ cands) (tested if ``confirmed``, else assumed) and not
+        leaks(background)."""
+        if len(cands) == 1:
+            if not confirmed and not (yield from self._test(background | set(cands))):
+                raise _Contradiction
+            return list(cands)
+        half = math.ceil(len(cands) / 2)
+        first, second = cands[:half], cands[half:]
+        if (yield from self._test(background | set(first))):
+            return (yield from self._minimize(first, background, True, lazy=lazy))
+        with_second = background | set(second)
+        if lazy and with_second not in self._memo:
+            # Assume the other half; checked where the search ends if never confirmed on the way.
+            return (yield from self._minimize(second, background, False, lazy=lazy))
+        if (yield from self._test(with_second)):
+            return (yield from self._minimize(second, background, True, lazy=lazy))
+        # Neither half alone: the leak needs stages from both.
+        x1 = yield from self._minimize(first, background | set(second), confirmed, lazy=lazy)
+        # leaks(background ∪ x1) is false: it is a subset of background ∪ first, which did not leak.
+        x2 = yield from self._minimize(second, background | set(x1), True, lazy=lazy)
+        return x1 + x2
+
+    def _summary(self, state: str, culprits: list) -> str:
+        base = self._baseline.verdict if self._baseline is not None else None
+        base_rate = f"{format_bytes(base.slope)}/iteration" if base is not None else ""
+        if state == "running":
+            return "Bisection has not finished."
+        if state == "interrupted":
+            return "Bisection was interrupted before it found the culprit."
+        if state == "no-leak":
+            kind = getattr(base, "kind", "unknown")
+            return f"Nothing to bisect: with every stage on, the verdict is {kind}, not a leak."
+        if state == "no-stages":
+            return ("The leak cannot be bisected: no stage that can be switched off was recorded "
+                    "(build the tf.data pipeline inside the watched code or its setup, or mark "
+                    "functions with @leakwidget.stage).")
+        if state == "outside":
+            all_off = next((c for c in self.configurations if c.on == frozenset()), None)
+            rate = f" ({format_bytes(all_off.slope)}/iteration)" if all_off and all_off.slope else ""
+            return ("The leak lies outside the stages (the source, the step body or the model): "
+                    f"with every stage off, memory still grows{rate}.")
+        if state == "unfinished":
+            return "Bisection stopped before it pinned down the culprit."
+        if not culprits:
+            return "Bisection found no culprit."
+        where = " and ".join(f"{s.id} ({s.kind} at {_site_words(s.site)})" for s in culprits)
+        final = self._memo_config(frozenset(s.id for s in culprits))
+        rate = (f" {format_bytes(final.slope)}/iteration"
+                if final is not None and final.slope is not None else "")
+        if len(culprits) == 1:
+            return (f"The leak comes from {where}: on by itself it leaks{rate}, like the whole "
+                    f"pipeline ({base_rate}); with every stage off, it does not.")
+        return (f"The leak needs {where} together: on together they leak{rate}, like the whole "
+                f"pipeline ({base_rate}); neither does alone.")
+
+    def _memo_config(self, on: frozenset[str]) -> Configuration | None:
+        if on == frozenset(self._searched):
+            return self._baseline
+        return next((c for c in self.configurations if c.on == on), None)
+
+
+def short_id(stage_id: str) -> str:
+    """``map@/long/path/pipeline.py:12`` -> ``map@pipeline.py:12`` for tables and labels."""
+    kind, at, site = stage_id.partition("@")
+    if not at or "/" not in site and "\\" not in site:
+        return stage_id
+    return f"{kind}@{site.replace(chr(92), '/').rsplit('/', 1)[-1]}"
+
+
+def _site_words(site: str) -> str:
+    return f"line {site}" if site.isdigit() else site
+
+
+# --------------------------------------------------------------------------------------------
+# Running configurations as watches
+
+
+_FORBIDDEN = {"off", "serial", "label", "step", "setup", "seconds"}
+
+
+class _ConfigGuard:
+    """Observer that ends a configuration as soon as its answer is known.
+
+    * at ``seconds`` (the per-configuration cap), keeping the runner's stop-when-confident,
+      which WatchSpec offers only when no ``seconds`` is given;
+    * once two successive live verdicts put the slope's 95% upper bound below ``threshold``
+      (``slope_ratio`` × the baseline's slope): this configuration cannot reproduce the leak,
+      whatever its final kind (a confident "plateau" or "stable" can take many seconds more);
+    * once three successive live verdicts are confident leaks whose 95% lower bound is above
+      ``threshold``, after ``settle`` seconds: it reproduces the leak. The baseline already
+      waited for buffers and autotuning to settle; its slope is the yardstick here.
+    """
+
+    def __init__(self, seconds: float, threshold: float | None = None,
+                 min_iterations: int = 30, settle: float = 3.0) -> None:
+        self.seconds = seconds
+        self.threshold = threshold
+        self.min_iterations = min_iterations
+        self.settle = settle
+        self._last: Any = None
+        self._below = 0
+        self._above = 0
+
+    def on_iteration(self, watch: Any, record: Any) -> None:
+        if watch.elapsed >= self.seconds:
+            watch.request_stop("seconds")
+            return
+        verdict = watch.verdict
+        if self.threshold is None or verdict is self._last:
+            return
+        self._last = verdict
+        measured = (getattr(verdict, "iterations", 0) >= self.min_iterations
+                    and getattr(verdict, "reason", "") not in ("too few iterations", "no data"))
+        if not measured:
+            self._below = self._above = 0
+            return
+        self._below = self._below + 1 if verdict.slope_high < self.threshold else 0
+        leaking = verdict.kind == "leak" and verdict.confident and verdict.slope_low >= self.threshold
+        self._above = self._above + 1 if leaking else 0
+        if self._below >= 2 or (self._above >= 3 and watch.elapsed >= self.settle):
+            watch.request_stop("confident")
+
+
+def _prepare(step: Callable, setup: Callable | None, iterations: int | None,
+             seconds_per_config: float | None, max_rss: Any, slope_ratio: float,
+             max_configurations: int | None, all_off_first: bool,
+             watch_kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    from .runner import WatchSpec, parse_size
+
+    bad = sorted(set(watch_kwargs) & _FORBIDDEN)
+    if bad:
+        raise TypeError(f"bisect() chooses {', '.join(bad)} itself for every configuration; "
+                        "use seconds_per_config to cap each run")
+    if seconds_per_config is None:
+        seconds_per_config = DEFAULT_SECONDS_PER_CONFIG
+    if not seconds_per_config > 0:
+        raise ValueError(f"seconds_per_config must be positive, not {seconds_per_config!r}")
+    rss_cap = parse_size(max_rss) if max_rss is not None else None
+    try:
+        WatchSpec(step=step, setup=setup, iterations=iterations, max_rss=rss_cap, **watch_kwargs)
+    except TypeError as exc:
+        raise TypeError(f"bisect(): {exc}") from None
+    bisector = Bisector(slope_ratio=slope_ratio, max_configurations=max_configurations,
+                        all_off_first=all_off_first)
+
+    def make_watch(config: Configuration, observers: Sequence) -> Any:
+        from .runner import Watch
+
+        spec = WatchSpec(step=step, setup=setup, iterations=iterations, max_rss=rss_cap,
+                         off=config.off, serial=config.serial, label=config.label,
+                         **watch_kwargs)
+        base = bisector.configurations[0] if bisector.configurations else None
+        guard = _ConfigGuard(seconds_per_config)
+        if base is not None and config is not base and base.verdict is not None:
+            guard.threshold = slope_ratio * float(base.verdict.slope)
+            # a leak that starts late in the baseline must get the chance to start here too
+            guard.min_iterations = max(30, int(base.verdict.onset or 0) + 20)
+        return Watch(spec, [guard, *observers], default_observers=False)
+
+    return bisector, make_watch
+
+
+def _report(bisector: Bisector, config: Configuration, result: Any) -> None:
+    bisector.report(config, result.verdict, stages=result.stages, stopped=result.stopped,
+                    iterations=result.iteration_count, seconds=result.elapsed)
+    for note in getattr(result, "stage_notes", []) or []:
+        if config.index == 0 and note not in bisector.notes:
+            bisector.notes.append(note)
+
+
+def bisect(
+    step: Callable,
+    setup: Callable | None = None,
+    *,
+    iterations: int | None = None,
+    seconds_per_config: float | None = None,
+    max_rss: int | str | None = None,
+    observers: Sequence = (),
+    on_configuration: Callable[[Configuration, Any], None] | None = None,
+    slope_ratio: float = DEFAULT_SLOPE_RATIO,
+    max_configurations: int | None = None,
+    all_off_first: bool = True,
+    **watch_kwargs: Any,
+) -> BisectResult:
+    """Find the smallest set of stages whose being on makes ``step`` leak.
+
+    ``step``/``setup`` as for :func:`leakwidget.watch`; the pipeline must be built inside them
+    so each configuration can rebuild it with other stages off. Each configuration runs until
+    its verdict is confident, at most ``seconds_per_config`` (default 30 s), or exactly
+    ``iterations`` if given. ``on_configuration(config, watch)`` is called before each run
+    (``config.verdict`` is filled in after it); ``observers`` are attached to every run.
+    Other keyword arguments (``warmup``, ``trace``, ``lines``) go to every WatchSpec.
+    """
+    bisector, make_watch = _prepare(step, setup, iterations, seconds_per_config, max_rss,
+                                    slope_ratio, max_configurations, all_off_first, watch_kwargs)
+    while (config := bisector.next_configuration()) is not None:
+        watch = make_watch(config, observers)
+        if on_configuration is not None:
+            on_configuration(config, watch)
+        result = watch.run()
+        _report(bisector, config, result)
+        gc.collect()  # what the previous configuration freed should not count against the next
+    return bisector.result()
+
+
+async def bisect_async(
+    step: Callable,
+    setup: Callable | None = None,
+    *,
+    iterations: int | None = None,
+    seconds_per_config: float | None = None,
+    max_rss: int | str | None = None,
+    observers: Sequence = (),
+    on_configuration: Callable[[Configuration, Any], None] | None = None,
+    slope_ratio: float = DEFAULT_SLOPE_RATIO,
+    max_configurations: int | None = None,
+    all_off_first: bool = True,
+    **watch_kwargs: Any,
+) -> BisectResult:
+    """:func:`bisect`, awaiting between iterations so widget clicks (Stop) get through."""
+    bisector, make_watch = _prepare(step, setup, iterations, seconds_per_config, max_rss,
+                                    slope_ratio, max_configurations, all_off_first, watch_kwargs)
+    while (config := bisector.next_configuration()) is not None:
+        watch = make_watch(config, observers)
+        if on_configuration is not None:
+            on_configuration(config, watch)
+        result = await watch.run_async()
+        _report(bisector, config, result)
+        gc.collect()
+    return bisector.result()

@@ -1,0 +1,298 @@
+"""Bisection: the pure search (Bisector) and real bisections of real pipelines.
+
+The TensorFlow cases run real tf.data pipelines on the CPU over TFRecords written to a temporary
+folder; each configuration is a real watch that runs until its verdict is confident. Leaks are
+256 KiB per iteration and every step does a few ms of work, so verdicts come in seconds without
+eating much memory on a shared machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from conftest_tf import busy, write_tfrecords  # noqa: E402
+
+import leakwidget  # noqa: E402
+from leakwidget.bisect import Bisector, bisect, bisect_async  # noqa: E402
+from leakwidget.stages import Stage  # noqa: E402
+from leakwidget.verdict import Verdict  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def tfrecords(tmp_path: Path) -> list[str]:
+    """Three small TFRecord files; record j of file i is b"i-j"."""
+    pytest.importorskip("tensorflow")
+    return write_tfrecords(tmp_path / "records")
+KIB256 = 256 * 1024
+
+
+# --------------------------------------------------------------------------------------------
+# The pure search
+
+
+def drive(k: int, culprit_sets: list[set[str]], slope=lambda on: 1e6, **kwargs):
+    """Run a Bisector against an oracle: a configuration leaks when one culprit set is all on."""
+    ids = [f"s{i}@{i}" for i in range(k)]
+    stage_list = [Stage(id=i, kind=i.split("@")[0], site=i.split("@")[1], toggleable=True)
+                  for i in ids]
+    b = Bisector(**kwargs)
+    while (config := b.next_configuration()) is not None:
+        on = set(ids) if config.on is None else set(config.on)
+        leak = any(c <= on for c in culprit_sets)
+        verdict = Verdict("leak" if leak else "stable", slope=slope(on) if leak else 0.0)
+        b.report(config, verdict, stages=stage_list)
+    return b.result()
+
+
+@pytest.mark.parametrize("all_off_first", [True, False])
+def test_one_culprit_is_found_within_the_budget(all_off_first):
+    for k in range(1, 17):
+        bound = math.ceil(math.log2(k)) + 2 + (1 if all_off_first and k > 1 else 0)
+        for i in range(k):
+            result = drive(k, [{f"s{i}@{i}"}], all_off_first=all_off_first)
+            assert result.culprit_ids == [f"s{i}@{i}"]
+            assert len(result.configurations) <= bound, (k, i)
+            assert not result.outside and result.leak
+
+
+def test_a_leak_needing_two_stages_is_found_as_the_pair():
+    for k in (2, 5, 8):
+        for a, b in itertools.combinations(range(k), 2):
+            result = drive(k, [{f"s{a}@{a}", f"s{b}@{b}"}])
+            assert sorted(result.culprit_ids) == sorted([f"s{a}@{a}", f"s{b}@{b}"])
+            assert "together" in result.summary
+
+
+def test_a_leak_with_every_stage_off_is_outside_and_stops():
+    for all_off_first in (True, False):
+        result = drive(6, [set()], all_off_first=all_off_first)
+        assert result.outside and result.culprits == []
+        assert "outside the stages" in result.summary
+    assert len(drive(6, [set()]).configurations) == 2
+
+
+def test_a_stage_that_only_slows_the_growth_is_not_the_cause():
+    # s1 leaks 1 MB/iteration; s3 alone leaks 0.1 MB (say, allocator noise it stirs up):
+    # a leak verdict, but not this leak.
+    def slope(on):
+        return (1e6 if "s1@1" in on else 0) + (1e5 if "s3@3" in on else 0)
+
+    result = drive(6, [{"s1@1"}, {"s3@3"}], slope=slope)
+    assert result.culprit_ids == ["s1@1"]
+    weak = [c for c in result.configurations if c.on is not None and c.on and "s1@1" not in c.on
+            and "s3@3" in c.on]
+    assert all(c.kind == "leak" and c.reproduces is False for c in weak)
+
+
+def test_the_table_and_the_summary_read_well():
+    result = drive(4, [{"s2@2"}])
+    text = str(result)
+    assert text.splitlines()[0] == result.summary
+    assert "s2@2 (s2 at line 2)" in result.summary
+    assert "baseline (all on)" in text and "all off" in text and "reproduces" in text
+    assert json.loads(json.dumps(result.to_dict()))["culprits"][0]["id"] == "s2@2"
+
+
+def test_the_search_refuses_reports_out_of_turn():
+    b = Bisector()
+    config = b.next_configuration()
+    with pytest.raises(TypeError, match="verdict"):
+        b.report(config, None)
+    b.report(config, Verdict("stable"), stages=[])
+    assert b.done and "Nothing to bisect" in b.result().summary
+    with pytest.raises(ValueError, match="next_configuration"):
+        b.report(config, Verdict("leak"))
+
+
+# --------------------------------------------------------------------------------------------
+# Real bisections over @leakwidget.stage functions (no TensorFlow)
+
+HOLD: list = []
+
+
+def user_pipeline(k: int, culprit: int):
+    fns = []
+    for i in range(k):
+        def f(x, i=i):
+            if i == culprit:
+                HOLD.append(np.ones(KIB256 // 8))
+            return x + 1
+        f.__qualname__ = f"part{i}"
+        fns.append(leakwidget.stage(f))
+
+    def setup():
+        HOLD.clear()
+
+    def step(_):
+        x = 0
+        for f in fns:
+            x = f(x)
+        busy()
+
+    return step, setup
+
+
+def test_bisect_async_finds_the_leaking_user_stage():
+    step, setup = user_pipeline(4, culprit=2)
+    seen = []
+    result = asyncio.run(bisect_async(step, setup, seconds_per_config=20,
+                                      on_configuration=lambda c, w: seen.append(w.spec.label)))
+    HOLD.clear()
+    assert [s.kind for s in result.culprits] == ["part2"], str(result)
+    assert seen == [c.label for c in result.configurations]
+    assert len(result.configurations) <= math.ceil(math.log2(4)) + 3
+    assert result.configurations[0].kind == "leak"
+
+
+# --------------------------------------------------------------------------------------------
+# Real TensorFlow pipelines
+
+LEAK: list = []
+MEMO: dict = {}
+
+
+def _keep(x):
+    LEAK.append(np.ones(KIB256 // 8))  # a Python-level leak inside the map function
+    return x
+
+
+def _remember(key):
+    # an unbounded memo keyed by the element: grows only if keys keep changing
+    k = key.numpy()
+    if k not in MEMO:
+        MEMO[k] = np.ones(KIB256 // 8)
+    return key
+
+
+def _next_and_work(it):
+    next(it)
+    busy()
+
+
+def test_a_python_leak_inside_map_is_found_as_that_map_and_the_shuffle_buffer_is_not(tfrecords):
+    tf = pytest.importorskip("tensorflow")
+
+    def setup():
+        LEAK.clear()
+        names = tf.data.Dataset.from_tensor_slices(tfrecords)
+        ds = names.interleave(lambda f: tf.data.TFRecordDataset(f), cycle_length=2,
+                              num_parallel_calls=2)
+        ds = ds.map(lambda r: tf.fill([16384], 1.0))  # 64 KiB elements
+        ds = ds.shuffle(256).repeat()  # a 16 MiB buffer filling up: growth that is no leak
+        ds = ds.map(lambda x: tf.py_function(_keep, [x], tf.float32))  # <leaky map>
+        return iter(ds.prefetch(2))
+
+    result = bisect(_next_and_work, setup, seconds_per_config=20)
+    LEAK.clear()
+    leaky_line = next(n for n, t in enumerate(Path(__file__).read_text().splitlines(), 1)
+                      if t.rstrip().endswith("# <leaky map>"))
+    assert [s.id for s in result.culprits] == [f"map@{Path(__file__).resolve()}:{leaky_line}"], str(result)
+    assert result.culprits[0].args.get("python") == "tf.py_function"
+    assert not result.outside
+    searched = {s.id for s in result.stages if s.toggleable or s.parallel}
+    assert len(searched) >= 9  # interleave, 2 maps, shuffle, prefetch and TensorFlow's own
+    assert len(result.configurations) <= math.ceil(math.log2(len(searched))) + 3
+
+
+def test_a_shuffle_buffer_filling_up_alone_is_nothing_to_bisect():
+    tf = pytest.importorskip("tensorflow")
+
+    def setup():
+        ds = tf.data.Dataset.range(10**9).map(lambda i: tf.fill([16384], 1.0)).shuffle(512)
+        return iter(ds.prefetch(2))
+
+    result = bisect(_next_and_work, setup, seconds_per_config=20)
+    assert not result.leak and result.culprits == [], str(result)
+    assert len(result.configurations) == 1
+    assert result.configurations[0].kind != "leak"
+
+
+def test_a_leak_that_needs_two_stages_together_is_found_as_the_pair():
+    tf = pytest.importorskip("tensorflow")
+
+    def setup():
+        MEMO.clear()
+        ds = tf.data.Dataset.counter().map(lambda i: tf.strings.as_string(i))  # <keys>
+        ds = ds.map(lambda k: tf.py_function(_remember, [k], tf.string))  # <memo>
+        return iter(ds.prefetch(2))
+
+    result = bisect(_next_and_work, setup, seconds_per_config=20)
+    MEMO.clear()
+    lines = {m: next(n for n, t in enumerate(Path(__file__).read_text().splitlines(), 1)
+                     if t.rstrip().endswith(f"# <{m}>")) for m in ("keys", "memo")}
+    here = Path(__file__).resolve()
+    assert sorted(s.id for s in result.culprits) == sorted(
+        f"map@{here}:{lines[m]}" for m in ("keys", "memo")), str(result)
+    assert "together" in result.summary
+
+
+def test_a_leak_in_the_step_body_is_outside_the_stages():
+    tf = pytest.importorskip("tensorflow")
+
+    def setup():
+        LEAK.clear()
+        return iter(tf.data.Dataset.range(10**9).map(lambda i: i * 2).prefetch(2))
+
+    def step(it):
+        next(it)
+        LEAK.append(np.ones(KIB256 // 8))
+        busy()
+
+    result = bisect(step, setup, seconds_per_config=20)
+    LEAK.clear()
+    assert result.outside and result.culprits == [], str(result)
+    assert [c.label for c in result.configurations] == ["baseline (all on)", "all off"]
+    assert "outside the stages" in result.summary
+
+
+# --------------------------------------------------------------------------------------------
+# Without TensorFlow
+
+
+def test_without_tensorflow_stage_options_explain_themselves_and_user_stages_bisect():
+    code = textwrap.dedent("""
+        import importlib.abc, json, sys, warnings
+        sys.path.insert(0, "tests")
+
+        class NoTensorFlow(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name == "tensorflow" or name.startswith("tensorflow."):
+                    raise ModuleNotFoundError("No module named 'tensorflow'", name=name)
+
+        sys.meta_path.insert(0, NoTensorFlow())
+        warnings.simplefilter("ignore")
+        import leakwidget
+        from leakwidget import stages
+        from test_bisect import user_pipeline, HOLD
+
+        with stages.session(off=["prefetch", "map@3"]) as s:
+            pass
+        step, setup = user_pipeline(3, culprit=0)
+        result = leakwidget.bisect(step, setup, seconds_per_config=20)
+        print(json.dumps({"notes": s.notes, "stages": len(s.stages),
+                          "culprits": [c.kind for c in result.culprits],
+                          "tf": "tensorflow" in sys.modules}))
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, timeout=180, env={**os.environ})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["tf"] is False and got["stages"] == 0
+    notes = " ".join(got["notes"])
+    assert "TensorFlow is not installed" in notes and "@leakwidget.stage" in notes
+    assert "prefetch" in notes and "map@3" in notes
+    assert got["culprits"] == ["part0"]
