@@ -1,0 +1,277 @@
+"""Widget clicks reach a running ``%%leakwatch`` cell in a real kernel.
+
+A real ipykernel is started with jupyter_client; the test plays the front end: it reads the
+widgets' comm ids from the iopub ``comm_open`` messages (found by their DOM classes) and sends
+``comm_msg`` messages on the shell channel exactly as JupyterLab would for a click.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+jupyter_client = pytest.importorskip("jupyter_client")
+from jupyter_client.manager import start_new_kernel  # noqa: E402
+
+CLICK = {"method": "custom", "content": {"event": "click"}}
+
+SETUP = """
+import leakwidget
+_junk = []
+
+@leakwidget.stage
+def grow(x):
+    _junk.append(bytearray(4096))
+    return x
+"""
+
+
+class FrontEnd:
+    """The part of a front end the test needs: comm ids by DOM class, and waiting on messages."""
+
+    def __init__(self, kc: Any) -> None:
+        self.kc = kc
+        self.comms: dict[str, str] = {}  # DOM class -> comm id of the newest widget with it
+        self.log: list[dict] = []
+
+    def _absorb(self, msg: dict) -> None:
+        self.log.append(msg)
+        if msg["msg_type"] == "comm_open":
+            state = msg["content"]["data"].get("state", {})
+            for cls in state.get("_dom_classes", []):
+                self.comms[cls] = msg["content"]["comm_id"]
+
+    def wait_for(self, pred: Callable[[dict], bool], timeout: float, what: str) -> dict:
+        """Read iopub until ``pred(msg)``; fail with ``what`` after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+            try:
+                msg = self.kc.get_iopub_msg(timeout=min(left, 1.0))
+            except queue.Empty:
+                continue
+            self._absorb(msg)
+            if pred(msg):
+                return msg
+
+    def send_comm(self, dom_class: str, data: dict) -> float:
+        comm_id = self.comms[dom_class]
+        msg = self.kc.session.msg("comm_msg", {"comm_id": comm_id, "data": data})
+        self.kc.shell_channel.send(msg)
+        return time.monotonic()
+
+    def click(self, dom_class: str) -> float:
+        return self.send_comm(dom_class, CLICK)
+
+    def is_update(self, msg: dict, dom_class: str, key: str) -> Any:
+        """The new value of ``key`` if msg is a state update of the widget with ``dom_class``."""
+        if msg["msg_type"] != "comm_msg" or msg["content"]["comm_id"] != self.comms.get(dom_class):
+            return None
+        data = msg["content"]["data"]
+        if data.get("method") not in ("update", "echo_update"):
+            return None
+        return data.get("state", {}).get(key)
+
+    def banner(self, msg: dict) -> str | None:
+        return self.is_update(msg, "leakwidget-banner", "value")
+
+    def execute(self, code: str, timeout: float = 60) -> dict:
+        """Run code to completion; returns the execute_reply content (stdout in ['stdout'])."""
+        out: list[str] = []
+        reply = self.kc.execute_interactive(
+            code, timeout=timeout, output_hook=lambda m: (self._absorb(m), _collect(m, out))
+        )
+        content = dict(reply["content"])
+        content["stdout"] = "".join(out)
+        return content
+
+    def wait_reply(self, msg_id: str, timeout: float) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"no execute_reply within {timeout} s")
+            try:
+                reply = self.kc.get_shell_msg(timeout=min(left, 1.0))
+            except queue.Empty:
+                continue
+            if reply["parent_header"].get("msg_id") == msg_id:
+                return reply
+
+
+def _collect(msg: dict, out: list[str]) -> None:
+    if msg["msg_type"] == "stream":
+        out.append(msg["content"]["text"])
+    elif msg["msg_type"] == "error":
+        out.append("\n".join(msg["content"]["traceback"]))
+
+
+@pytest.fixture(scope="module")
+def front() -> Iterator[FrontEnd]:
+    km, kc = start_new_kernel(kernel_name="python3")
+    try:
+        fe = FrontEnd(kc)
+        reply = fe.execute("%load_ext leakwidget\n" + SETUP)
+        assert reply["status"] == "ok", reply["stdout"]
+        yield fe
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def _running(banner: str | None) -> bool:
+    # The dashboard reports the live iteration count once iterations are running.
+    return bool(banner) and 'data-running="true"' in banner and "iteration" in banner
+
+
+def test_the_rewrite_is_installed_in_an_ipykernel_7_kernel(front: FrontEnd) -> None:
+    reply = front.execute(
+        "from leakwidget import live\n"
+        "print(live.installed(get_ipython()), repr(get_ipython().transform_cell('%%leakwatch -n 3\\nx=1\\n')))"
+    )
+    assert reply["stdout"].startswith("True"), reply["stdout"]
+    assert "await __import__('leakwidget.live'" in reply["stdout"]
+
+
+def test_stop_click_ends_a_running_cell_within_a_second(front: FrontEnd) -> None:
+    msg_id = front.kc.execute("%%leakwatch -t 20 -o stop_res\ngrow(1)\n")
+    front.wait_for(lambda m: _running(front.banner(m)), 30, "the dashboard to show a running watch")
+    first_update = time.monotonic()
+    clicked = front.click("leakwidget-stop")
+    reply = front.wait_reply(msg_id, timeout=25)
+    ended = time.monotonic()
+    assert reply["content"]["status"] == "ok"
+    assert ended - clicked < 1.0, f"the cell ran on for {ended - clicked:.2f} s after Stop"
+
+    # The banner ends in a final (not running) state, and the result says it was stopped.
+    front.wait_for(
+        lambda m: (front.banner(m) or "").find('data-running="false"') >= 0, 5, "the final banner"
+    )
+    # Like the synchronous magic, the rewritten cell has no Out[n]: the dashboard is the output.
+    assert not [
+        m for m in front.log if m["msg_type"] == "execute_result" and m["parent_header"].get("msg_id") == msg_id
+    ]
+    check = front.execute("print(stop_res.stopped, stop_res.iteration_count > 0)", timeout=10)
+    assert check["status"] == "ok"
+    assert check["stdout"].split() == ["stopped", "True"]
+    assert clicked - first_update < 1.0  # the click really went in mid-run (20 s budget)
+
+
+def test_front_end_traffic_during_a_run_is_bounded(front: FrontEnd) -> None:
+    # A tight loop (thousands of iterations per second) for 3 s: what reaches the front end is
+    # bounded by the refresh rate and the per-series point cap, not by the iteration count.
+    msg_id = front.kc.execute("%%leakwatch -t 3\nx = 1\n")
+    start = len(front.log)
+    front.wait_for(
+        lambda m: m["msg_type"] == "status"
+        and m["parent_header"].get("msg_id") == msg_id
+        and m["content"]["execution_state"] == "idle",
+        30,
+        "the run to end",
+    )
+    front.wait_reply(msg_id, timeout=5)
+    msgs = [m for m in front.log[start:] if m["msg_type"] == "comm_msg"]
+    times = [m["header"]["date"] for m in msgs]
+    span = (max(times) - min(times)).total_seconds()
+    size = sum(len(json.dumps(m["content"])) + sum(len(b) for b in m["buffers"]) for m in msgs)
+    points = [
+        b.nbytes // 4 if hasattr(b, "nbytes") else len(b) // 4  # float32 arrays on the wire
+        for m in msgs
+        for b in m["buffers"]
+    ]
+    assert span > 2.0
+    assert max(points) <= 2000 * 2  # warm-up band: 2 x 2; series: <= 2000 points
+    print(f"{len(msgs)} comm messages, {size:,} bytes in {span:.2f} s: {size / span:,.0f} B/s, max points {max(points)}")
+    assert size / span < 200_000, f"{size / span:,.0f} bytes/s sent to the front end"
+
+
+def test_a_synchronous_watch_says_clicks_cannot_arrive(front: FrontEnd) -> None:
+    # leakwidget.watch() in an ordinary cell runs synchronously: the kernel reads no click
+    # until the cell ends, and the dashboard must say so rather than ignore clicks silently.
+    start = len(front.log)
+    reply = front.execute("import leakwidget\n_r = leakwidget.watch(lambda: None, iterations=5)")
+    assert reply["status"] == "ok", reply["stdout"]
+    notes = [front.is_update(m, "leakwidget-note", "value") for m in front.log[start:]]
+    assert any("cannot deliver clicks" in (n or "") for n in notes), notes
+
+
+def test_the_chart_moves_during_one_long_step(front: FrontEnd) -> None:
+    # One iteration that keeps the CPU busy for 1.6 s: on_iteration cannot redraw before it
+    # ends, so any RSS update sent well before the end came from the dashboard's live thread.
+    code = (
+        "%%leakwatch -n 1\n"
+        "import time as _t\n_end = _t.perf_counter() + 1.6\n"
+        "while _t.perf_counter() < _end:\n    pass\n"
+    )
+    msg_id = front.kc.execute(code)
+    start = len(front.log)
+    front.wait_reply(msg_id, timeout=30)
+    done = front.wait_for(
+        lambda m: m["msg_type"] == "status"
+        and m["parent_header"].get("msg_id") == msg_id
+        and m["content"]["execution_state"] == "idle",
+        10,
+        "the cell to end",
+    )
+    end = done["header"]["date"]
+    early = [
+        m for m in front.log[start:]
+        if m["msg_type"] == "comm_msg"
+        and m["buffers"]
+        and "x" in m["content"]["data"].get("state", {})
+        and (end - m["header"]["date"]).total_seconds() > 0.4
+    ]
+    assert len(early) >= 2, f"{len(early)} chart updates during the long step"
+
+
+def test_toggle_click_changes_the_stage_and_run_again_applies_it(front: FrontEnd) -> None:
+    msg_id = front.kc.execute("%%leakwatch -t 20\ngrow(1)\n")
+
+    def stages_update(m: dict) -> list | None:
+        return front.is_update(m, "leakwidget-pipeline", "stages")
+
+    msg = front.wait_for(lambda m: bool(stages_update(m)), 30, "the pipeline strip to show stages")
+    (stage,) = stages_update(msg)
+    assert stage["kind"] == "grow" and stage["state"] == "on" and stage["toggleable"]
+
+    # The strip's click writes the wish back, as js/src/pipeline.js does via save_changes().
+    front.send_comm(
+        "leakwidget-pipeline",
+        {"method": "update", "state": {"states": {stage["id"]: "off"}}, "buffer_paths": []},
+    )
+    front.wait_for(
+        lambda m: "Next configuration" in (front.is_update(m, "leakwidget-note", "value") or ""),
+        5,
+        "the note acknowledging the toggle while the cell runs",
+    )
+    front.click("leakwidget-stop")
+    assert front.wait_reply(msg_id, timeout=5)["content"]["status"] == "ok"
+
+    # Run again (the cell has ended: the kernel is idle) runs the toggled configuration as a
+    # background task; the new run records the stage as off.
+    front.click("leakwidget-run-again")
+    msg = front.wait_for(
+        lambda m: any(s.get("state") == "off" for s in (stages_update(m) or [])),
+        30,
+        "the second run to record the stage switched off",
+    )
+    assert [s["id"] for s in stages_update(msg)] == [stage["id"]]
+    front.wait_for(lambda m: _running(front.banner(m)), 30, "the second run to be running")
+
+    # Stop still works during a run started from the widget, and the kernel stays responsive.
+    clicked = front.click("leakwidget-stop")
+    front.wait_for(
+        lambda m: 'data-running="false"' in (front.banner(m) or ""), 5, "the second run to stop"
+    )
+    assert time.monotonic() - clicked < 1.0
+    check = front.execute(
+        "import leakwidget.runner as r\nprint(r.active_watch() is None, 1 + 1)", timeout=10
+    )
+    assert check["stdout"].split() == ["True", "2"]

@@ -1,0 +1,574 @@
+"""The dashboard, the pipeline strip, the static picture and the cell rewrite.
+
+Real ipywidgets / bqplot / anywidget objects and real watches; the only stand-in is the comm
+(as in ipywidgets' own tests): a recording comm that keeps what each widget would send to the
+front end, so the tests can count points, messages and bytes.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import importlib.resources
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from typing import Any
+
+import comm
+import numpy as np
+import pytest
+
+import leakwidget
+from leakwidget import live
+from leakwidget.runner import Watch, WatchSpec
+from leakwidget.svg import render_svg, result_mimebundle
+from leakwidget.widget import Dashboard, PipelineStrip, stage_dict
+
+
+class RecordingComm:
+    """Stands in for the kernel's comm: records every message a widget sends."""
+
+    kernel = "recording"
+    _next = 0
+
+    def __init__(self, **kwargs: Any) -> None:
+        RecordingComm._next += 1
+        self.comm_id = f"rec-{RecordingComm._next}"
+        self.sent: list[tuple[float, dict, list]] = []
+
+    def open(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def on_msg(self, callback: Any) -> None:
+        pass
+
+    def send(self, data: Any = None, metadata: Any = None, buffers: Any = None) -> None:
+        self.sent.append((time.perf_counter(), data, list(buffers or [])))
+
+    def close(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+@pytest.fixture(autouse=True)
+def recording_comm(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(comm, "create_comm", lambda **kwargs: RecordingComm(**kwargs))
+
+
+def updates(widget: Any) -> list[tuple[float, dict, list]]:
+    return [(t, d["state"], b) for t, d, b in widget.comm.sent if d.get("method") == "update"]
+
+
+def nbytes(state: dict, buffers: list) -> int:
+    return len(repr(state)) + sum(memoryview(b).nbytes for b in buffers)
+
+
+def kind_in(banner: Any) -> str:
+    value = banner.value
+    start = value.index('data-kind="') + len('data-kind="')
+    return value[start : value.index('"', start)]
+
+
+def leaking_step(per_iteration: int = 64 * 1024) -> Any:
+    junk: list[bytearray] = []
+
+    def step() -> None:
+        junk.append(bytearray(per_iteration))
+
+    return step
+
+
+# ---------------------------------------------------------------------------------- DOM contract
+
+
+def test_every_part_carries_the_class_the_browser_test_looks_for() -> None:
+    d = Dashboard()
+    assert "leakwidget-dashboard" in d._dom_classes
+    assert "leakwidget-banner" in d.banner._dom_classes
+    assert "leakwidget-note" in d.note._dom_classes
+    assert "leakwidget-rss-chart" in d.rss_chart._dom_classes
+    assert "leakwidget-duration-chart" in d.duration_chart._dom_classes
+    assert "leakwidget-stop" in d.stop_button._dom_classes
+    assert "leakwidget-run-again" in d.run_again_button._dom_classes
+    assert "leakwidget-bisect" in d.bisect_button._dom_classes
+    assert "leakwidget-pipeline" in d.strip._dom_classes
+    assert {d.banner, d.note, d.rss_chart, d.duration_chart} <= set(d.children)
+    assert kind_in(d.banner) == "running"
+    # Classes travel with the widget's first message, so a front end sees them at once.
+    assert "leakwidget-stop" in d.stop_button.get_state()["_dom_classes"]
+
+
+def test_the_dashboard_carries_a_static_copy_of_its_last_run() -> None:
+    d = Dashboard()
+    before = d._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in before
+    assert "image/svg+xml" not in before
+    result = Watch(WatchSpec(step=leaking_step(), iterations=100), [d]).run()
+    after = d._repr_mimebundle_()
+    assert after["application/vnd.jupyter.widget-view+json"] == before["application/vnd.jupyter.widget-view+json"]
+    assert after["image/svg+xml"] == render_svg(result)
+    assert after["text/plain"] == str(result)
+
+
+def test_bad_settings_are_refused() -> None:
+    with pytest.raises(ValueError, match="max_points"):
+        Dashboard(max_points=2)
+    with pytest.raises(ValueError, match="refresh_interval"):
+        Dashboard(refresh_interval=0)
+
+
+# ----------------------------------------------------------------------------- a watch, drawn
+
+
+def test_a_leaking_run_ends_with_a_red_leak_banner_a_fit_and_a_slope_in_the_legend() -> None:
+    d = Dashboard()
+    result = Watch(WatchSpec(step=leaking_step(), iterations=300), [d]).run()
+    assert result.verdict.kind == "leak"
+    assert kind_in(d.banner) == "leak"
+    assert 'data-running="false"' in d.banner.value
+    assert "Leak" in d.banner.value
+    (series,) = d.series
+    assert series.rss.labels[0].startswith("run 1: +") and series.rss.labels[0].endswith("/it")
+    assert len(series.rss.x) == len(series.rss.y) > 10
+    assert len(series.fit.x) >= 2  # the fitted trend, in time units
+    # Fit points are placed at the end times of their iterations (float32 on the wire).
+    assert abs(float(series.fit.x.max()) - float(result.column("end").max())) < 1e-4
+    assert len(d._ends.x) > 0  # iteration boundaries
+    assert len(series.duration.x) == min(300, 2000)
+    assert d.stop_button.disabled and not d.run_again_button.disabled
+    assert d.last_result is result
+
+
+def test_the_rss_line_updates_while_the_run_goes_on_not_only_at_the_end() -> None:
+    d = Dashboard(refresh_interval=0.1)
+    seen: list[int] = []
+
+    class Peek:
+        def on_iteration(self, watch: Any, record: Any) -> None:
+            seen.append(len(d.series[-1].rss.x))
+
+    Watch(WatchSpec(step=leaking_step(4096), seconds=1.0), [d, Peek()]).run()
+    # Several distinct, growing lengths observed mid-run: the chart was redrawn live.
+    distinct = sorted(set(seen))
+    assert len(distinct) >= 3 and distinct[0] < distinct[-1]
+
+
+def test_a_long_single_step_still_moves_the_rss_line() -> None:
+    d = Dashboard(refresh_interval=0.05)
+    lengths: list[int] = []
+
+    def step() -> None:
+        # One step that lasts until the dashboard's own thread has redrawn twice.
+        rss = d.series[-1].rss
+        deadline = time.monotonic() + 10
+        while len(updates(rss)) < 3 and time.monotonic() < deadline:
+            lengths.append(len(updates(rss)))
+            sum(range(10_000))
+
+    Watch(WatchSpec(step=step, iterations=1), [d]).run()
+    assert max(lengths) >= 2  # redrawn during the step, before on_iteration ever ran
+
+
+def test_front_end_gets_bounded_points_and_bytes_whatever_the_iteration_rate() -> None:
+    max_points, interval = 100, 0.25
+    d = Dashboard(max_points=max_points, refresh_interval=interval)
+    result = Watch(WatchSpec(step=lambda: None, iterations=3000), [d]).run()
+    seconds = result.elapsed
+    series = d.series[0]
+    marks = [series.rss, series.fit, series.duration, d._ends, d._warmup]
+    sent = [u for m in marks for u in updates(m)]
+    for _, _state, buffers in sent:
+        for b in buffers:
+            assert memoryview(b).nbytes // 4 <= max_points * 2  # float32; warm-up band is 2x2
+    # Redraws follow the clock, not the iterations: at most one per interval (+ start/end).
+    rss_updates = updates(series.rss)
+    assert len(rss_updates) <= seconds / interval + 3
+    # And x, y travel together (hold_sync): no update carries one without the other.
+    assert all(("x" in s) == ("y" in s) for _, s, _ in rss_updates)
+    total = sum(nbytes(s, b) for _, s, b in sent)
+    span = result.elapsed
+    per_refresh_cap = 3 * max_points * 2 * 4 + 8_000  # three capped series, x and y, + JSON
+    assert total / span <= per_refresh_cap / interval
+
+
+def test_a_step_that_slows_down_every_iteration_is_flagged() -> None:
+    d = Dashboard()
+    n = [0]
+
+    def slowing() -> None:
+        n[0] += 1
+        sum(range(n[0] * 3000))
+
+    Watch(WatchSpec(step=slowing, iterations=80, warmup=1), [d]).run()
+    assert d.duration_flagged
+    assert "slowing down" in d.duration_chart.title
+    assert "leakwidget-duration-trending" in d.duration_chart._dom_classes
+
+    steady = Dashboard()
+    Watch(WatchSpec(step=lambda: sum(range(30_000)), iterations=80, warmup=1), [steady]).run()
+    assert not steady.duration_flagged
+    assert "leakwidget-duration-trending" not in steady.duration_chart._dom_classes
+
+
+def test_sync_run_says_clicks_cannot_arrive_while_it_runs() -> None:
+    d = Dashboard()
+    notes: list[str] = []
+
+    class Peek:
+        def on_start(self, watch: Any) -> None:
+            notes.append(d.note.value)
+
+    Watch(WatchSpec(step=lambda: None, iterations=3), [d, Peek()]).run()
+    assert "cannot deliver clicks" in notes[0]
+
+
+# ------------------------------------------------------------------------------------- controls
+
+
+def test_stop_click_between_iterations_ends_the_run() -> None:
+    d = Dashboard()
+
+    class ClickStopAtFive:
+        def on_iteration(self, watch: Any, record: Any) -> None:
+            if record.index == 5:
+                assert not d.stop_button.disabled
+                d.stop_button.click()
+
+    result = Watch(WatchSpec(step=lambda: None, iterations=10_000), [d, ClickStopAtFive()]).run()
+    assert result.stopped == "stopped"
+    assert result.iteration_count == 6
+    assert d.stop_button.disabled
+
+
+def test_stop_when_nothing_runs_says_so() -> None:
+    d = Dashboard()
+    d.stop_button.click()
+    assert "Nothing is running" in d.note.value
+
+
+def test_run_again_without_a_loop_or_a_first_run_explains_itself() -> None:
+    d = Dashboard()
+    d.run_again_button.click()
+    assert "no watch has run" in d.note.value
+    Watch(WatchSpec(step=lambda: None, iterations=3), [d]).run()
+    d.run_again_button.click()  # no running event loop here
+    assert "event loop" in d.note.value
+    assert len(d.series) == 1
+
+
+_junk: list[bytearray] = []
+
+
+@leakwidget.stage
+def grow(x: int) -> int:
+    _junk.append(bytearray(32 * 1024))
+    return x
+
+
+@leakwidget.stage
+def passthrough(x: int) -> int:
+    return x
+
+
+def test_toggle_then_run_again_overlays_a_second_series_with_the_stage_off() -> None:
+    d = Dashboard()
+    spec = WatchSpec(step=lambda: grow(1), iterations=200, label="")
+    first = Watch(spec, [d]).run()
+    assert first.verdict.kind == "leak"
+    (stage,) = d.strip.stages
+    assert stage["kind"] == "grow" and stage["state"] == "on" and stage["toggleable"]
+    assert d.strip in d.children and d.bisect_button.layout.display is None
+
+    d.strip.states = {stage["id"]: "off"}  # what the strip's click writes back
+    assert "Next configuration" in d.note.value
+
+    async def click_run_again() -> None:
+        d.run_again_button.click()
+        assert d._task is not None
+        await d._task
+
+    asyncio.run(click_run_again())
+    assert len(d.series) == 2
+    second = d.series[1]
+    assert f"{stage['id']} off" in second.label
+    assert second.colour != d.series[0].colour
+    assert d.strip.stages[0]["state"] == "off"  # the new run really switched it off
+    assert d.last_result.spec.off == (stage["id"],)
+    assert d.last_result.verdict.kind != "leak"
+    assert d.strip.states == {}  # the wish was fulfilled
+    # Both runs stay on the chart, each with its slope in the legend.
+    assert all(s.rss in d.rss_chart.marks for s in d.series)
+    assert all(s.rss.labels[0].endswith("/it") for s in d.series)
+
+
+class ScriptedDashboard(Dashboard):
+    """A dashboard that clicks its own buttons at given iterations, as a user would mid-run.
+
+    ``script``: (label prefix, iteration, button name) — click once when a run whose label
+    starts with the prefix finishes that iteration.
+    """
+
+    def __init__(self, script: list[tuple[str, int, str]], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.script = list(script)
+        self.clicked: list[tuple[str, int, str]] = []
+        self.finished: list[tuple[str, str, int]] = []  # label, stopped, iterations
+
+    def on_finish(self, watch: Any, result: Any) -> None:
+        super().on_finish(watch, result)
+        self.finished.append((watch.spec.label.split(":")[0], result.stopped, result.iteration_count))
+
+    def on_iteration(self, watch: Any, record: Any) -> None:
+        super().on_iteration(watch, record)
+        for item in list(self.script):
+            prefix, index, button = item
+            if watch.spec.label.startswith(prefix) and record.index == index:
+                self.script.remove(item)
+                self.clicked.append((watch.spec.label, index, button))
+                getattr(self, button).click()
+
+
+def test_run_again_during_a_run_from_the_widget_stops_it_and_runs_next() -> None:
+    d = ScriptedDashboard([("run 2", 3, "run_again_button"), ("run 3", 3, "stop_button")])
+    Watch(WatchSpec(step=lambda: None, iterations=10, label="run 1"), [d]).run()
+
+    async def go() -> None:
+        d.run_again_button.click()
+        first = d._task
+        await first
+        assert d._task is not first  # the click during run 2 queued run 3
+        await d._task
+
+    asyncio.run(go())
+    assert [c[2] for c in d.clicked] == ["run_again_button", "stop_button"]
+    assert [s.label.split(":")[0] for s in d.series] == ["run 1", "run 2", "run 3"]
+    # Run 2 was stopped by the Run again click (after iteration 3 of 10), then run 3 ran.
+    assert d.finished == [("run 1", "iterations", 10), ("run 2", "stopped", 4), ("run 3", "stopped", 4)]
+
+
+def test_stop_during_a_bisection_ends_the_search() -> None:
+    pytest.importorskip("leakwidget.bisect")
+    # Two stages, so the search needs more than two configurations; Stop in the second.
+    d = ScriptedDashboard([])
+    Watch(WatchSpec(step=lambda: passthrough(grow(1)), iterations=60), [d]).run()
+    labels: list[str] = []
+    original = d._on_bisect_configuration
+
+    def on_configuration(config: Any, watch: Any) -> None:
+        labels.append(config.label)
+        if len(labels) == 2:
+            d.script.append((config.label, 2, "stop_button"))
+        original(config, watch)
+
+    d._on_bisect_configuration = on_configuration  # type: ignore[method-assign]
+
+    async def go() -> None:
+        d.bisect_button.click()
+        await d._task
+
+    asyncio.run(go())
+    # The third configuration was announced, and refused to start because of the Stop.
+    assert len(labels) == 3 and [c[2] for c in d.clicked] == ["stop_button"]
+    assert "Bisect stopped" in d.note.value
+    assert d.last_bisect is None
+    assert len(d.series) == 3  # the first run and the two configurations that started
+    assert not d.strip.disabled and not d._bisecting
+
+
+def test_the_strip_refuses_states_a_stage_cannot_take() -> None:
+    strip = PipelineStrip()
+    strip.stages = [
+        {"id": "map@3", "kind": "map", "site": "", "args": {}, "inputs": [], "toggleable": True,
+         "parallel": True, "state": "on"},
+        {"id": "shuffle@2", "kind": "shuffle", "site": "", "args": {}, "inputs": [],
+         "toggleable": True, "parallel": False, "state": "on"},
+        {"id": "range@1", "kind": "range", "site": "", "args": {}, "inputs": [],
+         "toggleable": False, "parallel": False, "state": "on"},
+    ]
+    strip.states = {"map@3": "serial", "shuffle@2": "serial", "range@1": "off", "x": "bogus"}
+    assert strip.states == {"map@3": "serial"}
+    assert strip.effective_states() == {"map@3": "serial", "shuffle@2": "on", "range@1": "on"}
+
+
+def test_stage_dict_is_plain_json() -> None:
+    from leakwidget.stages import Stage
+
+    s = Stage(id="map@4", kind="map", site="cell:4", args={"num_parallel_calls": -1},
+              inputs=("range@1",), toggleable=True, parallel=True, state="serial")
+    assert stage_dict(s) == {
+        "id": "map@4", "kind": "map", "site": "cell:4", "args": {"num_parallel_calls": "-1"},
+        "inputs": ["range@1"], "toggleable": True, "parallel": True, "state": "serial",
+    }
+
+
+def test_bisect_from_the_widget_colours_the_culprit() -> None:
+    pytest.importorskip("leakwidget.bisect")
+    d = Dashboard()
+    spec = WatchSpec(step=lambda: grow(1), seconds=2.0)
+    Watch(spec, [d]).run()
+
+    async def click_bisect() -> None:
+        d.bisect_button.click()
+        assert d._task is not None
+        await d._task
+
+    asyncio.run(click_bisect())
+    assert d.last_bisect is not None, d.note.value
+    assert d.strip.culprits == [d.strip.stages[0]["id"]]
+    assert len(d.series) >= 3  # the first run, then one series per configuration
+    assert "grow" in d.note.value
+
+
+# --------------------------------------------------------------------------- the pipeline strip
+
+
+def test_the_installed_package_ships_the_built_strip() -> None:
+    built = importlib.resources.files("leakwidget").joinpath("static/pipeline.js")
+    assert built.is_file()
+    text = built.read_text()
+    assert "export default" in text and "render" in text
+    assert PipelineStrip()._esm == text
+
+
+# --------------------------------------------------------------------------- the static picture
+
+
+def test_render_svg_draws_the_run_the_fit_and_the_verdict() -> None:
+    result = Watch(WatchSpec(step=leaking_step(), iterations=300, warmup=20), [Dashboard()]).run()
+    svg = render_svg(result)
+    root = ET.fromstring(svg)
+    ns = {"s": "http://www.w3.org/2000/svg"}
+    (rss,) = root.findall("s:polyline[@class='rss']", ns)
+    points = rss.get("points").split()
+    assert 10 < len(points) <= 800
+    ys = [float(p.split(",")[1]) for p in points]
+    assert ys[-1] < ys[0]  # RSS grows: the line rises (SVG y points down)
+    assert root.findall("s:polyline[@class='fit']", ns)
+    assert root.findall("s:rect[@class='warmup']", ns)
+    (verdict,) = root.findall("s:text[@class='verdict']", ns)
+    assert verdict.get("data-kind") == "leak"
+    # The whole sentence is there, wrapped into lines that fit the picture.
+    lines = [t.text for t in verdict]
+    assert " ".join(lines).split() == result.verdict.summary.split()
+    assert all(len(line) * 6.6 <= 640 for line in lines)
+    bundle = result_mimebundle(result)
+    assert set(bundle) == {"text/plain", "image/svg+xml"}
+    assert result._repr_mimebundle_()["image/svg+xml"] == svg
+
+
+def test_render_svg_of_a_run_that_failed_at_once_still_renders() -> None:
+    def broken() -> None:
+        raise ZeroDivisionError
+
+    result = Watch(WatchSpec(step=broken, iterations=5), []).run()
+    assert result.stopped == "error"
+    root = ET.fromstring(render_svg(result))
+    assert root.tag.endswith("svg")
+
+
+def test_render_svg_rejects_samples_that_are_not_time_and_rss() -> None:
+    class Odd:
+        samples = np.zeros((3, 3))
+
+    with pytest.raises(ValueError, match="samples"):
+        render_svg(Odd())
+    assert set(result_mimebundle(Odd())) == {"text/plain"}  # the text always shows
+
+
+# ------------------------------------------------------------------------- the %%leakwatch rewrite
+
+
+def _call_args(source: str) -> list:
+    node = ast.parse(source.strip().removeprefix("await "), mode="eval").body
+    return [ast.literal_eval(a) for a in node.args[-2:]]
+
+
+@pytest.mark.parametrize(
+    "cell",
+    [
+        "%%leakwatch\nnext(it)\n",
+        "%%leakwatch -t 30 -o res it = iter(make_dataset())\nnext(it)\nx = 'quote\"s'\n",
+        "%%leakwatch  --off map@4,prefetch -n 5\nstep()",
+    ],
+)
+def test_the_rewrite_passes_exactly_what_ipython_passes_the_magic(cell: str) -> None:
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    # IPython's own pipeline, once plain and once with the rewrite where install() puts it.
+    ipython_own = TransformerManager().transform_cell(cell)  # get_ipython().run_cell_magic(...)
+    with_rewrite = TransformerManager()
+    with_rewrite.cleanup_transforms.append(lambda lines: live.rewrite(lines) or lines)
+    ours = with_rewrite.transform_cell(cell)
+    assert ours.startswith("await __import__('leakwidget.live'")
+    assert _call_args(ours) == _call_args(ipython_own)
+    compile(ours, "<cell>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+
+
+@pytest.mark.parametrize(
+    "cell",
+    ["%%leakwatch?\n", "%%leakwatch??\n", "%%leakwatch -h\n", "%%leakwatch --help\nx\n",
+     "%%timeit\nx\n", "%leakwatch -n 3 x\n", "x = 1\n%%leakwatch\n", ""],
+)
+def test_help_other_magics_and_ordinary_cells_are_left_alone(cell: str) -> None:
+    assert live.rewrite(cell.splitlines(keepends=True)) is None
+
+
+def test_plain_ipython_gets_no_rewrite_and_no_widget() -> None:
+    code = """
+import sys
+from IPython.core.interactiveshell import InteractiveShell
+shell = InteractiveShell.instance(history_length=0)
+shell.history_manager.enabled = False
+shell.run_line_magic("load_ext", "leakwidget")
+from leakwidget import live
+assert not live.installed(shell), "rewrite installed without a kernel"
+res = shell.run_cell("%%leakwatch -n 12 --quiet -o r\\nx = 1\\n")
+assert res.success, res.error_in_exec
+assert shell.user_ns["r"].iteration_count == 12
+assert "leakwidget.widget" not in sys.modules and "ipywidgets" not in sys.modules
+print("ok")
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().endswith("ok")
+    assert "Traceback" not in proc.stderr
+
+
+def test_engine_side_modules_import_neither_ipython_nor_widgets() -> None:
+    code = (
+        "import sys, leakwidget.svg, leakwidget.decimate, leakwidget.live\n"
+        "bad = [m for m in ('IPython', 'ipywidgets', 'bqplot', 'tensorflow') if m in sys.modules]\n"
+        "assert not bad, bad\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_install_needs_a_kernel_and_uninstall_is_safe() -> None:
+    class Shell:
+        input_transformers_cleanup: list = []
+
+    shell = Shell()
+    shell.input_transformers_cleanup = []
+    assert live.install(shell) is False  # no .kernel: plain IPython
+    assert shell.input_transformers_cleanup == []
+    live.uninstall(shell)
+    assert live.clicks_delivered(shell) is False
+
+
+def test_an_ipykernel_6_kernel_is_told_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    class KernelShell:
+        kernel = object()  # what makes a shell a kernel's shell
+        input_transformers_cleanup: list = []
+
+    shell = KernelShell()
+    shell.input_transformers_cleanup = []
+    monkeypatch.setattr(live, "_ipykernel_major", lambda: 6)
+    assert live.kernel_delivers_comms_while_awaiting(shell) is False
+    assert live.install(shell) is False and shell.input_transformers_cleanup == []
+    monkeypatch.setattr(live, "_ipykernel_major", lambda: 7)
+    assert live.install(shell) is True and live.installed(shell)
+    assert live.install(shell) is True and len(shell.input_transformers_cleanup) == 1  # idempotent
+    live.uninstall(shell)
+    assert shell.input_transformers_cleanup == []
