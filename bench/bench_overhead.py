@@ -3,7 +3,7 @@
 Prints a table; the ratio is measured in one run (plain and watched loops interleaved in
 rounds, medians taken), because these machines are noisy. Goal: watched/plain <= 1.03.
 
-    python bench/bench_overhead.py [--iterations 400] [--rounds 5]
+    python bench/bench_overhead.py [--iterations 2000] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -14,12 +14,28 @@ import time
 
 from leakwidget.runner import Watch, WatchSpec
 
+_WORK = 1
 
-def busy(seconds: float = 0.005) -> None:
-    end = time.perf_counter() + seconds
+
+def busy() -> None:
+    """A fixed amount of CPU work (calibrated to about 5 ms): interruptions make it slower,
+    unlike a loop that spins until the clock says 5 ms."""
     x = 0
-    while time.perf_counter() < end:
-        x += 1
+    for i in range(_WORK):
+        x += i * i
+
+
+def calibrate(target: float = 0.005) -> None:
+    global _WORK
+    _WORK = 10_000
+    while True:
+        t = time.perf_counter()
+        busy()
+        dt = time.perf_counter() - t
+        if dt > target / 4:
+            _WORK = int(_WORK * target / dt)
+            return
+        _WORK *= 4
 
 
 def plain(n: int) -> float:
@@ -38,9 +54,10 @@ def watched(n: int, default_observers: bool, live: bool) -> float:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--iterations", type=int, default=400)
+    p.add_argument("--iterations", type=int, default=2000)
     p.add_argument("--rounds", type=int, default=5)
     a = p.parse_args()
+    calibrate()
     variants = {
         "plain loop": lambda: plain(a.iterations),
         "watch: sampler + records": lambda: watched(a.iterations, False, False),

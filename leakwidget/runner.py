@@ -391,6 +391,7 @@ class Watch:
         self._stage_session = None
         self._step_fn: Callable | None = None
         self._peak = _sampler.PeakMeter()
+        self._switch_interval: float | None = None
         self._t0 = 0.0
         self._last_verdict_t = -math.inf
         self._confident_streak = 0
@@ -477,6 +478,10 @@ class Watch:
             self._stage_session = _stage_session(self.spec)
             self._stage_session.__enter__()
             self.baseline_rss = _sampler.rss()
+            # The sampler thread needs the GIL 125 times a second; a pure-Python step holds it
+            # for up to the switch interval (5 ms) each time. 1 ms keeps sampling on time.
+            self._switch_interval = sys.getswitchinterval()
+            sys.setswitchinterval(min(self._switch_interval, 0.001))
             self.sampler = _sampler.Sampler(guard=self._guard, on_trip=self._on_trip).start()
             self._t0 = time.perf_counter() - 0.0
             self.sampler.t0 = self._t0
@@ -631,6 +636,10 @@ class Watch:
         try:
             if self.sampler is not None:
                 self.sampler.stop()
+            if self._switch_interval is not None:
+                sys.setswitchinterval(self._switch_interval)
+                self._switch_interval = None
+            self._peak.close()
         finally:
             try:
                 if self._stage_session is not None:
