@@ -309,50 +309,6 @@ def _stage_session(spec: WatchSpec):
     return session(off=spec.off, serial=spec.serial)
 
 
-def _shuffle_bound(stages: Sequence) -> tuple[str, int] | None:
-    """The largest shuffle buffer (id, elements) among stages that are on."""
-    best = None
-    for st in stages:
-        if getattr(st, "kind", "") != "shuffle" or getattr(st, "state", "on") == "off":
-            continue
-        try:
-            size = int(str(getattr(st, "args", {}).get("buffer_size", "")).strip())
-        except ValueError:
-            continue
-        if best is None or size > best[1]:
-            best = (st.id, size)
-    return best
-
-
-def qualify_with_stages(verdict: Verdict, stages: Sequence, iterations: int) -> Verdict:
-    """A shuffle buffer still filling grows memory exactly like a leak: say so instead.
-
-    Until the run has drawn as many iterations as the largest shuffle buffer holds elements
-    (a generous bound: a batch after the shuffle drains it faster), RSS growth is not called a
-    leak. Python objects accumulating (the block-count signal) are a leak regardless.
-    """
-    if verdict.kind != "leak" or verdict.reason == "python-blocks":
-        return verdict
-    bound = _shuffle_bound(stages)
-    if bound is None or iterations >= bound[1]:
-        return verdict
-    sid, size = bound
-    return dataclasses.replace(
-        verdict,
-        kind="inconclusive",
-        confident=False,
-        exhaust_iterations=None,
-        exhaust_seconds=None,
-        reason="shuffle buffer may be filling",
-        summary=(
-            f"Inconclusive: memory grows {format_bytes(verdict.slope, signed=True)} per iteration, "
-            f"but {sid} buffers up to {size:,} elements and only {iterations:,} iterations ran: "
-            f"a shuffle buffer still filling looks exactly like a leak. Run past iteration "
-            f"{size:,} to tell them apart."
-        ),
-    )
-
-
 def active_watch() -> Watch | None:
     return _active
 
@@ -625,11 +581,10 @@ class Watch:
             headroom = max(0, (self._headroom or 0) - max(0, int(log.cols["rss"][log.n - 1]) - self.baseline_rss))
             if self.spec.max_rss is not None:
                 headroom = min(headroom, max(0, self.spec.max_rss - int(log.cols["rss"][log.n - 1])))
-        verdict = decide(
+        return decide(
             log.column("index"), log.column("rss"), durations=log.column("duration"),
             warmup=self.spec.warmup, headroom=headroom, blocks=log.column("blocks"),
         )
-        return qualify_with_stages(verdict, self.stages, log.total)
 
     def _teardown(self) -> None:
         global _active
