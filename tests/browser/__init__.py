@@ -1,0 +1,1 @@
+"""Browser tests: a real JupyterLab in headless Chromium (see conftest.py)."""

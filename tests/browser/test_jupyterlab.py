@@ -1,0 +1,293 @@
+"""leakwidget in a real JupyterLab, in headless Chromium, used the way a person uses it.
+
+Each test writes a small notebook into the server's root, opens it, runs its cells with the
+notebook toolbar's Run button and reads the result back from the page: prompts, output text,
+the bqplot charts' SVG, the banner's data-kind, the pipeline strip's data-state. Screenshots
+go to test-results/screenshots/ (or $LEAKWIDGET_SCREENSHOTS, e.g. docs/screenshots).
+
+The DOM contract relied on (leakwidget/widget.py): root `.leakwidget-dashboard`; RSS figure
+`.leakwidget-rss-chart`; banner `.leakwidget-banner [data-kind]`; buttons `.leakwidget-stop`,
+`.leakwidget-run-again`, `.leakwidget-bisect`; pipeline strip `.leakwidget-pipeline` with
+`[data-stage-id]` elements carrying `data-state` (on|serial|off) and `data-kind`.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from playwright.sync_api import expect
+
+from .chart import read_figure
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
+
+RSS_CHART = ".leakwidget-rss-chart"
+BANNER_KIND = ".leakwidget-banner [data-kind]"
+LAB_EXTENSIONS = ("@jupyter-widgets/jupyterlab-manager", "bqplot", "anywidget")
+MIN_POINTS = 20  # "many points": the sampler runs far faster than this over a few seconds
+
+# A plain-Python leak: 1 MiB of written bytes kept per iteration, ~25 iterations a second.
+LEAK_SETUP = "import time\nkept = []"
+LEAK_STEP = 'kept.append(b"\\x01" * (1 << 20))\ntime.sleep(0.04)'
+
+
+def _rss_lines(page, min_points: int = MIN_POINTS):
+    lines, legend = read_figure(page, RSS_CHART)
+    return [line for line in lines if len(line) >= min_points], legend
+
+
+def _wait_rss_points(page, at_least: int, timeout_ms: float = 30_000) -> None:
+    """Wait until the longest line in the RSS chart has at least `at_least` vertices."""
+    page.wait_for_function(
+        """([figure, n]) => {
+            const paths = document.querySelectorAll(figure + ' svg path.line');
+            let best = 0;
+            for (const p of paths) {
+                if (p.closest('.g_legend')) continue;
+                const d = p.getAttribute('d') || '';
+                best = Math.max(best, (d.match(/[ML]/g) || []).length);
+            }
+            return best >= n;
+        }""",
+        arg=[RSS_CHART, at_least],
+        timeout=timeout_ms,
+    )
+
+
+def _wait_rss_redrawn(page, timeout_ms: float = 10_000) -> None:
+    """Wait until the RSS chart's lines change: the front end is still receiving updates.
+
+    (Comparing the drawn path, not its point count: a bounded buffer may thin older points.)
+    """
+    page.wait_for_function(
+        """([figure, before]) => {
+            const d = Array.from(document.querySelectorAll(figure + ' svg path.line'))
+                .filter(p => !p.closest('.g_legend'))
+                .map(p => p.getAttribute('d') || '').join('|');
+            return d !== before;
+        }""",
+        arg=[RSS_CHART, _rss_paths(page)],
+        timeout=timeout_ms,
+    )
+
+
+def _rss_paths(page) -> str:
+    return page.evaluate(
+        """(figure) => Array.from(document.querySelectorAll(figure + ' svg path.line'))
+            .filter(p => !p.closest('.g_legend'))
+            .map(p => p.getAttribute('d') || '').join('|')""",
+        RSS_CHART,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The harness itself, with plain ipywidgets: if this fails, the trouble is the harness or the
+# environment (server, browser, widget manager), not leakwidget.
+
+
+def test_harness_runs_cells_and_reads_widget_output(open_notebook, tmp_path):
+    nb = open_notebook(
+        "harness.ipynb",
+        [
+            "import ipywidgets as w\n"
+            "clicks = w.HTML('<b class=\"harness-clicks\">clicks: 0</b>')\n"
+            "button = w.Button(description='Click me')\n"
+            "button.add_class('harness-button')\n"
+            "def on_click(_):\n"
+            "    n = int(clicks.value.split(': ')[1].split('<')[0]) + 1\n"
+            "    clicks.value = f'<b class=\"harness-clicks\">clicks: {n}</b>'\n"
+            "button.on_click(on_click)\n"
+            "w.VBox([button, clicks])",
+            "print(sum(range(101)))",
+        ],
+    )
+    page = nb.page
+    # The lab extensions that come with the pip packages are the ones the page loads.
+    loaded = page.evaluate(
+        """() => JSON.parse(document.getElementById('jupyter-config-data').textContent)
+            .federated_extensions.map(e => e.name)"""
+    )
+    missing = set(LAB_EXTENSIONS) - set(loaded)
+    assert not missing, f"JupyterLab did not load {sorted(missing)}; it loaded {sorted(loaded)}"
+
+    nb.run_cell(0)
+    assert nb.wait_cell_done(0) >= 1
+    button = page.locator(".harness-button")
+    expect(button).to_be_visible()
+    button.click()
+    button.click()
+    # The kernel's callback ran and its state change came back to the page.
+    expect(page.locator(".harness-clicks")).to_have_text("clicks: 2")
+
+    nb.run_cell(1)
+    nb.wait_cell_done(1)
+    assert nb.output_text(1).strip() == "5050"
+
+    shot = tmp_path / "harness.png"
+    page.screenshot(path=str(shot))
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# leakwidget
+
+
+def test_leaking_cell_draws_a_growing_rss_line_and_the_banner_says_leak(open_notebook, screenshots):
+    nb = open_notebook(
+        "leak.ipynb",
+        [
+            "%load_ext leakwidget",
+            LEAK_SETUP,
+            f"%%leakwatch -t 5 -o leak_result\n{LEAK_STEP}",
+            "print('verdict:', leak_result.verdict.kind, 'stopped:', leak_result.stopped)",
+        ],
+    )
+    page = nb.page
+    for i in (0, 1):
+        nb.run_cell(i)
+        nb.wait_cell_done(i)
+        assert "Error" not in nb.output_text(i), nb.output_text(i)
+
+    nb.run_cell(2)
+    dashboard = nb.cell(2).locator(".leakwidget-dashboard")
+    expect(dashboard).to_be_visible(timeout=30_000)
+    # Live: the line gets points while the cell is still running ...
+    _wait_rss_points(page, 5)
+    assert nb.prompt(2) == "[*]:", "the chart should fill while the cell runs"
+    nb.wait_cell_done(2, timeout_ms=60_000)
+
+    # ... and at the end holds many points, climbing (RSS grows 1 MiB per iteration).
+    lines, legend = _rss_lines(page)
+    assert lines, f"no line with >= {MIN_POINTS} points in {RSS_CHART}"
+    rss = max(lines, key=len)
+    assert rss.x_monotone(), "RSS line should run forward in time"
+    assert rss.rise() > 40, f"RSS line should climb on screen, rose {rss.rise():.1f}px"
+    assert len(legend) >= 1, "the RSS series should have a legend entry"
+
+    expect(nb.cell(2).locator(BANNER_KIND)).to_have_attribute("data-kind", "leak", timeout=10_000)
+    durations, _ = read_figure(page, ".leakwidget-duration-chart")
+    assert max((len(line) for line in durations), default=0) >= MIN_POINTS, "step durations drawn"
+    dashboard.screenshot(path=str(screenshots / "leak-dashboard.png"))
+    page.screenshot(path=str(screenshots / "jupyterlab-leak.png"))
+
+    # One view of the result: the live dashboard, not also a static copy as the cell's Out[n].
+    expect(nb.cell(2).locator(".leakwidget-dashboard")).to_have_count(1)
+    expect(nb.cell(2).locator(".jp-OutputArea-executeResult")).to_have_count(0)
+
+    # The page agrees with the kernel's result object.
+    nb.run_cell(3)
+    nb.wait_cell_done(3)
+    assert nb.output_text(3).strip() == "verdict: leak stopped: seconds"
+
+
+def test_stop_button_ends_the_running_cell_early(open_notebook, screenshots):
+    budget = 60
+    nb = open_notebook(
+        "stop.ipynb",
+        [
+            "%load_ext leakwidget",
+            LEAK_SETUP.replace("1 << 20", "1 << 18"),
+            f"%%leakwatch -t {budget} -o stop_result\n" + LEAK_STEP.replace("1 << 20", "1 << 18"),
+            "print('stopped:', stop_result.stopped)",
+        ],
+    )
+    page = nb.page
+    for i in (0, 1):
+        nb.run_cell(i)
+        nb.wait_cell_done(i)
+
+    nb.run_cell(2)
+    started = time.monotonic()
+    stop = nb.cell(2).locator(".leakwidget-stop")
+    expect(stop).to_be_enabled(timeout=30_000)
+    _wait_rss_points(page, 10)
+    _wait_rss_redrawn(page)  # still receiving updates: mid-run
+    assert nb.prompt(2) == "[*]:"
+
+    clicked = time.monotonic()
+    stop.click()
+    nb.wait_cell_done(2, timeout_ms=15_000)
+    done = time.monotonic()
+    print(f"Stop clicked -> cell done in {done - clicked:.2f}s; cell ran {done - started:.1f}s")
+    # The issue asks for Stop within 1 s; the cell also computes the final verdict and report.
+    assert done - clicked < 3.0, f"the cell ended {done - clicked:.1f}s after Stop"
+    assert done - started < budget / 2, (
+        f"the cell ran {done - started:.1f}s of its {budget}s budget"
+    )
+    expect(stop).to_be_disabled()
+    expect(nb.cell(2).locator(BANNER_KIND)).not_to_have_attribute("data-kind", "running")
+    nb.cell(2).locator(".leakwidget-dashboard").screenshot(path=str(screenshots / "stopped.png"))
+
+    nb.run_cell(3)
+    nb.wait_cell_done(3)
+    assert nb.output_text(3).strip() == "stopped: stopped"
+
+
+TF_PIPELINE = """import numpy as np
+import tensorflow as tf
+
+kept = []
+
+def remember(x):
+    kept.append(np.ones(64 * 1024, np.float32))  # 256 KiB per element, never released
+    return x
+
+def make_dataset():
+    ds = tf.data.Dataset.range(10**9)
+    ds = ds.map(lambda x: tf.py_function(remember, [x], tf.int64))
+    return ds.batch(4).prefetch(2)
+"""
+
+
+def test_toggling_a_stage_and_run_again_adds_a_second_series(open_notebook, screenshots):
+    nb = open_notebook(
+        "toggle.ipynb",
+        [
+            "%load_ext leakwidget",
+            TF_PIPELINE,
+            "%%leakwatch -t 5 it = iter(make_dataset())\nnext(it)",
+        ],
+    )
+    page = nb.page
+    for i in (0, 1):
+        nb.run_cell(i)
+        nb.wait_cell_done(i, timeout_ms=60_000)
+        assert "Error" not in nb.output_text(i), nb.output_text(i)
+    nb.run_cell(2)
+    nb.wait_cell_done(2, timeout_ms=60_000)
+
+    cell = nb.cell(2)
+    expect(cell.locator(BANNER_KIND)).to_have_attribute("data-kind", "leak")
+    lines, legend = _rss_lines(page)
+    assert len(lines) == 1, f"one run, one RSS series; got {len(lines)}"
+    first_rise = lines[0].rise()
+
+    map_stage = cell.locator(".leakwidget-pipeline [data-stage-id][data-kind='map']").first
+    expect(map_stage).to_be_visible()
+    expect(map_stage).to_have_attribute("data-state", "on")
+    for _ in range(len(("on", "serial", "off"))):
+        if map_stage.get_attribute("data-state") == "off":
+            break
+        before = map_stage.get_attribute("data-state")
+        map_stage.click()
+        expect(map_stage).not_to_have_attribute("data-state", before)
+    expect(map_stage).to_have_attribute("data-state", "off")
+    stage_id = map_stage.get_attribute("data-stage-id")
+
+    cell.locator(".leakwidget-run-again").click()
+    stop = cell.locator(".leakwidget-stop")
+    expect(stop).to_be_enabled(timeout=30_000)  # the second run started
+    expect(stop).to_be_disabled(timeout=60_000)  # and finished
+    page.wait_for_function(
+        """(figure) => document.querySelectorAll(figure + ' svg .g_legend text.legendtext').length >= 2""",
+        arg=RSS_CHART,
+    )
+    lines, legend = _rss_lines(page)
+    assert len(lines) == 2, f"two runs, two RSS series; got {len(lines)} ({legend})"
+    assert any(stage_id in label and "off" in label for label in legend), (
+        f"the second series should be labelled with {stage_id} off: {legend}"
+    )
+    # With the leaking map switched off, memory stops growing.
+    assert lines[1].rise() < first_rise / 2, (lines[1].rise(), first_rise)
+    cell.locator(".leakwidget-dashboard").screenshot(path=str(screenshots / "two-series.png"))

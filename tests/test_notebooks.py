@@ -1,0 +1,258 @@
+"""The notebooks run, and say only what is true of what runs.
+
+Each notebook's markdown promises outcomes in bold right after a ``%%leakwatch ... -o NAME``
+cell: ``**Verdict: leak**``, ``**Verdict: not leak**``, ``**Attribution: allocator**``,
+``**Culprit: map**``. These tests execute the notebook headlessly through a real kernel
+(nbclient), read the named results back from that kernel, and check every promise. The
+notebooks are committed without outputs; nothing here is compared with stored output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from leakwidget.magics import parse
+
+REPO = Path(__file__).resolve().parents[1]
+NOTEBOOKS = REPO / "notebooks"
+QUICKSTART = NOTEBOOKS / "quickstart.ipynb"
+PITFALLS = NOTEBOOKS / "tfdata_pitfalls.ipynb"
+ALL = [QUICKSTART, PITFALLS]
+
+PROMISE = re.compile(r"\*\*(Verdict|Attribution|Culprit): (not )?([a-z_]+)\*\*")
+KINDS = {
+    "verdict": {"leak", "plateau", "stable", "inconclusive"},
+    "attribution": {"python", "native", "allocator", "none"},
+}
+MIN_ITERATIONS = 50  # every watch in the notebooks runs hundreds of iterations when healthy
+PROBE_TAG = "LEAKWIDGET-PROBE "
+# Reads the named results back from the kernel that ran the notebook.
+PROBE = """
+import json as _json
+
+def _leakwidget_probe(obj):
+    out = {}
+    verdict = getattr(obj, "verdict", None)
+    if verdict is not None:
+        out["verdict"] = verdict.kind
+        out["summary"] = verdict.summary
+        out["iterations"] = len(getattr(obj, "iterations", ()))
+        out["stopped"] = getattr(obj, "stopped", None)
+        out["error"] = repr(getattr(obj, "error", None))
+    attribution = getattr(obj, "attribution", None)
+    if attribution is not None:
+        out["attribution"] = attribution.kind
+        out["attribution_summary"] = attribution.summary
+    culprits = getattr(obj, "culprits", None)
+    if culprits is not None:
+        out["culprit"] = [stage.kind for stage in culprits]
+        out["summary"] = getattr(obj, "summary", "")
+    return out
+
+print(%r + _json.dumps({name: _leakwidget_probe(globals()[name]) for name in %r}))
+"""
+
+
+@dataclass(frozen=True)
+class Promise:
+    result: str  # the -o variable the promise is about
+    what: str  # verdict | attribution | culprit
+    value: str
+    negated: bool
+    cell: int
+
+    def __str__(self) -> str:
+        return f"cell {self.cell}: {self.what} of {self.result} is {'not ' if self.negated else ''}{self.value}"
+
+
+@dataclass(frozen=True)
+class WatchCell:
+    index: int
+    output: str | None
+    seconds: float | None
+    bisect: bool
+
+
+def watch_cells(nb) -> list[WatchCell]:
+    cells = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code" and cell.source.startswith("%%leakwatch"):
+            first_line = cell.source.splitlines()[0][len("%%leakwatch") :]
+            args, _setup = parse(first_line)
+            cells.append(WatchCell(i, args.output, args.seconds, args.bisect))
+    return cells
+
+
+def promises(nb) -> list[Promise]:
+    """Every bold promise, tied to the -o result of the nearest %%leakwatch cell above it."""
+    found: list[Promise] = []
+    current: str | None = None
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code" and cell.source.startswith("%%leakwatch"):
+            args, _setup = parse(cell.source.splitlines()[0][len("%%leakwatch") :])
+            current = args.output
+        elif cell.cell_type == "markdown":
+            for m in PROMISE.finditer(cell.source):
+                what, negated, value = m.group(1).lower(), bool(m.group(2)), m.group(3)
+                if current is None:
+                    raise AssertionError(
+                        f"cell {i}: promise {m.group(0)} before any %%leakwatch -o NAME cell"
+                    )
+                if what in KINDS and value not in KINDS[what]:
+                    raise AssertionError(
+                        f"cell {i}: {m.group(0)}: {value!r} is not one of {sorted(KINDS[what])}"
+                    )
+                found.append(Promise(current, what, value, negated, i))
+    return found
+
+
+def execute(path: Path, workdir: Path, names: list[str]) -> dict:
+    """Run the notebook (plus a probe cell) in a fresh kernel; return the probed results."""
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(PROBE % (PROBE_TAG, names)))
+    client = NotebookClient(
+        nb,
+        kernel_name="python3",
+        timeout=300,
+        startup_timeout=120,
+        resources={"metadata": {"path": str(workdir)}},
+    )
+    client.execute()  # raises CellExecutionError, with the traceback, if any cell fails
+    text = "".join(
+        out.get("text", "") for out in nb.cells[-1].outputs if out.get("name") == "stdout"
+    )
+    line = next((ln for ln in text.splitlines() if ln.startswith(PROBE_TAG)), None)
+    assert line is not None, f"probe printed nothing: {nb.cells[-1].outputs}"
+    return json.loads(line[len(PROBE_TAG) :])
+
+
+def check(promised: list[Promise], probed: dict) -> list[str]:
+    failures = []
+    for name, result in sorted(probed.items()):
+        # A run that never got going "is not a leak" vacuously: that is a failure too.
+        if "iterations" in result and result["iterations"] < MIN_ITERATIONS:
+            failures.append(
+                f"{name}: only {result['iterations']} iterations ran (stopped: {result.get('stopped')},"
+                f" error: {result.get('error')}; {result.get('summary', '')})"
+            )
+    for p in promised:
+        got = probed.get(p.result, {}).get(p.what)
+        if got is None:
+            failures.append(f"{p}: the result has no {p.what}")
+            continue
+        holds = p.value in got if p.what == "culprit" else got == p.value
+        if p.negated:
+            holds = not holds
+        if not holds:
+            detail = probed[p.result].get(f"{p.what}_summary") or probed[p.result].get(
+                "summary", ""
+            )
+            failures.append(f"{p}: got {got!r} ({detail})")
+    return failures
+
+
+@pytest.fixture
+def kernel_env(monkeypatch):
+    # The kernel nbclient starts must import this working tree's leakwidget, installed or not.
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    )
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+# ---------------------------------------------------------------------------------------------
+# Cheap checks: no kernel
+
+
+@pytest.mark.parametrize("path", ALL, ids=lambda p: p.stem)
+def test_notebook_is_committed_without_outputs(path):
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    dirty = [
+        i
+        for i, c in enumerate(nb.cells)
+        if c.cell_type == "code" and (c.outputs or c.execution_count)
+    ]
+    assert not dirty, f"{path.name}: cells {dirty} have outputs; clear them before committing"
+
+
+@pytest.mark.parametrize("path", ALL, ids=lambda p: p.stem)
+def test_every_watch_keeps_its_result_and_the_markdown_explains_it(path):
+    nb = nbformat.read(path, as_version=4)
+    watches = watch_cells(nb)
+    assert watches, f"{path.name} has no %%leakwatch cell"
+    promised = promises(nb)
+    explained = {p.result for p in promised}
+    for w in watches:
+        assert w.output, (
+            f"{path.name} cell {w.index}: use -o NAME so the test can check the verdict"
+        )
+        assert w.output in explained, (
+            f"{path.name} cell {w.index}: no **Verdict/Attribution/Culprit** promise for {w.output}"
+        )
+
+
+def test_pitfall_runs_are_short():
+    for w in watch_cells(nbformat.read(PITFALLS, as_version=4)):
+        assert w.seconds is not None and w.seconds <= 10, f"cell {w.index}: give it -t 10 or less"
+
+
+def test_quickstart_load_ext_comes_first():
+    nb = nbformat.read(QUICKSTART, as_version=4)
+    first_code = next(c for c in nb.cells if c.cell_type == "code")
+    assert first_code.source.strip() == "%load_ext leakwidget"
+    assert any(w.bisect for w in watch_cells(nb)), "the quickstart shows --bisect"
+
+
+def test_promises_are_checked_against_results():
+    # The checker itself: a broken promise is reported, a kept one is not.
+    promised = [
+        Promise("a", "verdict", "leak", False, 1),
+        Promise("a", "attribution", "allocator", False, 1),
+        Promise("b", "verdict", "leak", True, 2),
+        Promise("c", "culprit", "map", False, 3),
+    ]
+    kept = {
+        "a": {"verdict": "leak", "attribution": "allocator", "iterations": 400},
+        "b": {"verdict": "plateau"},
+        "c": {"culprit": ["map"]},
+    }
+    assert check(promised, kept) == []
+    broken = {
+        "a": {"verdict": "stable", "attribution": "allocator"},
+        "b": {"verdict": "leak"},
+        "c": {"culprit": []},
+    }
+    assert len(check(promised, broken)) == 3
+    # "not leak" from a run that never finished an iteration is no evidence.
+    assert check(
+        [Promise("b", "verdict", "leak", True, 2)],
+        {"b": {"verdict": "inconclusive", "iterations": 0}},
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Executing the notebooks
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("path", ALL, ids=lambda p: p.stem)
+def test_notebook_runs_and_its_verdicts_are_true(path, tmp_path, kernel_env):
+    nb = nbformat.read(path, as_version=4)
+    promised = promises(nb)
+    names = sorted({p.result for p in promised})
+    probed = execute(path, tmp_path, names)
+    failures = check(promised, probed)
+    assert not failures, f"{path.name}: the markdown promises what did not happen:\n" + "\n".join(
+        failures
+    )
