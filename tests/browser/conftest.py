@@ -32,7 +32,7 @@ def pytest_runtest_makereport(item, call):
     return report
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")  # stopped before other tests: Playwright runs an event loop
 def browser():
     if not os.access(CHROMIUM, os.X_OK):
         pytest.fail(
