@@ -246,7 +246,7 @@ class Sampler:
         capacity: int = 40_000,
         guard: Callable[[int, int | None], str | None] | None = None,
         on_trip: Callable[[str], None] | None = None,
-        guard_every: float = 0.05,
+        guard_every: float = 0.1,
     ) -> None:
         if hz <= 0:
             raise ValueError("hz must be positive")

@@ -143,10 +143,11 @@ def _bucket(x: np.ndarray, y: np.ndarray, m: int):
     if m <= 1:
         return x.astype(float), y.astype(float)
     k = max(1, n // m)
-    edges = (np.arange(k + 1) * m).clip(max=n)
-    edges[-1] = n
-    bx = np.array([np.median(x[edges[i] : edges[i + 1]]) for i in range(k)])
-    by = np.array([np.median(y[edges[i] : edges[i + 1]]) for i in range(k)])
+    bx = np.median(x[: k * m].reshape(k, m).astype(float), axis=1)
+    by = np.median(y[: k * m].reshape(k, m).astype(float), axis=1)
+    if k * m < n:  # vectorised above; only the last group needs its remainder
+        bx[-1] = np.median(x[(k - 1) * m :])
+        by[-1] = np.median(y[(k - 1) * m :])
     return bx, by
 
 
