@@ -201,3 +201,25 @@ def test_bad_arguments_raise_before_anything_runs(kwargs):
     with pytest.raises(ValueError):
         leakwidget.watch(lambda: ran.append(1), widget=False, **kwargs)
     assert not ran
+
+
+def test_tracing_after_a_watch_and_a_memory_guard_trip_does_not_hang():
+    # CPython 3.11: clearing an async exception with SetAsyncExc(tid, NULL) leaves the eval
+    # breaker set and the next traced call spins forever (pdb, coverage, --lines). The guard
+    # must interrupt a step without leaving that behind.
+    import subprocess
+
+    code = (
+        "import sys, numpy as np\n"
+        "from leakwidget import sampler\n"
+        "from leakwidget.runner import Watch, WatchSpec\n"
+        "keep = []\n"
+        "limit = sampler.rss() + 300 * 2**20\n"
+        "r = Watch(WatchSpec(lambda: keep.append(np.ones(2**22)), iterations=500, max_rss=limit)).run()\n"
+        "keep.clear()\n"
+        "sys.settrace(lambda *a: None); (lambda: 1)(); sys.settrace(None)\n"
+        "print(r.stopped)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[-1] == "memory-guard"
