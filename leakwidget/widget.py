@@ -482,6 +482,12 @@ class Dashboard(widgets.VBox):
             err = getattr(final, "error", None)
             if err is not None:
                 extra += f" The step raised {type(err).__name__}: {err}"
+            # What is growing (Python objects, native memory, or the allocator keeping freed
+            # memory) belongs beside the verdict: "leak" + "allocator" reads very differently.
+            att = getattr(final, "attribution", None)
+            att_text = getattr(att, "summary", "") if getattr(att, "kind", "none") != "none" else ""
+            if att_text:
+                extra += f" — {att_text}"
             self._set_banner(kind, f"{summary}{extra}", projection_text(verdict), running=False)
         self._last_full = self._last_rss = now
 

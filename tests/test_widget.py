@@ -572,3 +572,15 @@ def test_an_ipykernel_6_kernel_is_told_apart(monkeypatch: pytest.MonkeyPatch) ->
     assert live.install(shell) is True and len(shell.input_transformers_cleanup) == 1  # idempotent
     live.uninstall(shell)
     assert shell.input_transformers_cleanup == []
+
+
+def test_final_banner_says_what_is_growing():
+    from leakwidget import examples as ex
+    from leakwidget.runner import Watch, WatchSpec
+    from leakwidget.widget import Dashboard
+
+    dash = Dashboard()
+    setup, step = ex.python_leak(256 * 1024)
+    r = Watch(WatchSpec(step, setup=setup, iterations=60), [dash]).run()
+    assert r.verdict.kind == "leak" and r.attribution.kind != "none"
+    assert r.attribution.summary[:40] in dash.banner.value.replace("&#x27;", "'")
