@@ -33,7 +33,7 @@ def run(ip, cell):
 
 def test_cell_magic_runs_the_body_repeatedly_after_the_setup_statement(ip, capsys):
     res = run(ip, "%%leakwatch -n 40 --no-widget -o r keep = []; counter = [0]\n"
-                  "keep.append(bytearray(b'x' * 300_000)); counter[0] += 1\n")
+                  "keep.append(b'x' * 1_000_000); counter[0] += 1\n")
     assert res.error_in_exec is None and res.error_before_exec is None
     r = ip.user_ns["r"]
     assert ip.user_ns["counter"] == [40]
