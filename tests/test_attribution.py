@@ -200,7 +200,8 @@ def test_lines_finds_the_leaking_line_of_a_step():
     assert worst.lineno == _line_of(_line_leaker, "LEAK-LINE"), str(r.attribution)
     # Not every iteration: an allocation may land in pages an earlier test left resident.
     assert worst.grew_share >= 0.5
-    assert worst.total_increment >= 0.8 * 40 * 512 * 1024
+    # RSS-based increments miss growth that lands in pages already resident (see above).
+    assert worst.total_increment >= 0.5 * 40 * 512 * 1024
     assert "LEAK-LINE" in worst.source
 
 

@@ -262,12 +262,12 @@ def test_run_again_without_a_loop_or_a_first_run_explains_itself() -> None:
     assert len(d.series) == 1
 
 
-_junk: list[bytearray] = []
+_junk: list[bytes] = []
 
 
 @leakwidget.stage
 def grow(x: int) -> int:
-    _junk.append(bytearray(32 * 1024))
+    _junk.append(b"x" * (128 * 1024))  # written, so resident
     return x
 
 
