@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     kept: list = []
 
     def remember(x):
-        kept.append(bytes(64 * KiB))  # the leak: a global list that only grows
+        kept.append(b"x" * (64 * KiB))  # the leak: a global list that only grows
         return x
 
     def make_iterator():
