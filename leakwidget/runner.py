@@ -450,8 +450,7 @@ class Watch:
             self._switch_interval = sys.getswitchinterval()
             sys.setswitchinterval(min(self._switch_interval, 0.001))
             self.sampler = _sampler.Sampler(guard=self._guard, on_trip=self._on_trip).start()
-            self._t0 = time.perf_counter() - 0.0
-            self.sampler.t0 = self._t0
+            self._t0 = self.sampler.t0  # one clock for samples and iteration records
             for ob in self.observers:
                 if hasattr(ob, "on_start"):
                     ob.on_start(self)
@@ -547,6 +546,7 @@ class Watch:
                 t_end = time.perf_counter()
                 self._leave_step()
             rss1 = _sampler.rss()
+            self.sampler.offer(t_end - self._t0, rss1)
             blocks1 = self._blocks = sys.getallocatedblocks()
             peak = self._peak.peak()
             if peak is None:
@@ -599,6 +599,7 @@ class Watch:
         return decide(
             log.column("index"), log.column("rss"), durations=log.column("duration"),
             warmup=self.spec.warmup, headroom=headroom, blocks=log.column("blocks"),
+            peaks=log.column("peak_rss"),
         )
 
     def _teardown(self) -> None:

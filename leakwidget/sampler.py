@@ -259,13 +259,18 @@ class Sampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.tripped: str | None = None
+        self.last_t = -1.0  # seconds since start of the newest sample, from either thread
+        self.offered_t = -1.0  # ... of the newest one the main thread offered
+        self.last_value = 0
 
     def now(self) -> float:
         return time.perf_counter() - self.t0
 
     def start(self) -> Sampler:
         self.t0 = time.perf_counter()
-        self.buffer.append(0.0, rss())
+        self.last_value = rss()
+        self.last_t = 0.0
+        self.buffer.append(0.0, self.last_value)
         self._thread = threading.Thread(target=self._loop, name="leakwidget-sampler", daemon=True)
         self._thread.start()
         return self
@@ -286,8 +291,16 @@ class Sampler:
                 # Far behind (a long GIL hold in native code): resynchronise, don't burst.
                 next_due = now
             t = time.perf_counter()
-            value = rss()
-            series.append(t - t0, value)
+            if t - t0 - self.offered_t < interval:
+                # The main thread sampled at an iteration end just now: it is stepping faster
+                # than we sample. Taking the GIL from it would only cost it time, so check
+                # back later (the series keeps its rate from the main thread's samples).
+                value = self.last_value
+                next_due += 3 * interval
+            else:
+                value = rss()
+                series.append(t - t0, value)
+                self.last_t, self.last_value = t - t0, value
             if self._guard is not None and self.tripped is None:
                 available = None
                 if t >= next_guard:
@@ -301,6 +314,14 @@ class Sampler:
                     self.tripped = reason
                     if self._on_trip is not None:
                         self._on_trip(reason)
+
+    def offer(self, t: float, value: int) -> None:
+        """A reading the caller made anyway (the runner, at each iteration end), in seconds
+        since the start; kept when it is at least one sampling interval after the last."""
+        if t - self.last_t >= self.interval:
+            self.buffer.append(t, value)
+            self.last_t, self.last_value = t, value
+            self.offered_t = t
 
     def stop(self) -> None:
         self._stop.set()

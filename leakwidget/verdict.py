@@ -18,8 +18,9 @@ How it is decided, in plain words (the README repeats this for users):
 3. **Leak**: growth since the onset is significant at 99.9% (a stricter level than the 95%
    interval we report, because a live verdict is looked at many times); the second half of that
    span still grows (95%) and the first half grew too; no single step carries 40% of the growth;
-   and it added at least 1 MiB. A single jump, a few jumps, growth that stopped, or a creep too
-   small to matter yet are therefore not a leak. Python objects that keep accumulating (the
+   and it added at least 1 MiB and at least what one iteration allocates and frees again (the
+   median of peak minus end RSS: the allocator may keep that much). A single jump, a few jumps,
+   growth that stopped, or a creep too small to matter yet are therefore not a leak. Python objects that keep accumulating (the
    allocator's block count) are a leak even before RSS shows it, when freed memory is reused.
 4. **Plateau**: the best "rise, then flat" fit has a flat part at least as long as the rise, whose
    slope (95% upper bound) is under a quarter of the rise's, and the rise is well above the noise.
@@ -330,6 +331,7 @@ def decide(
     warmup: int | None = None,
     headroom: float | None = None,
     blocks=None,
+    peaks=None,
 ) -> Verdict:
     """Decide leak / plateau / stable / inconclusive from per-iteration end-of-iteration RSS.
 
@@ -338,7 +340,9 @@ def decide(
     warm-up length in iterations (None: detect), ``headroom`` bytes still available,
     ``blocks`` the Python allocator's block count at the end of each iteration
     (``sys.getallocatedblocks()``): Python objects that keep accumulating are a leak even while
-    RSS does not grow yet because the process is reusing memory it freed earlier.
+    RSS does not grow yet because the process is reusing memory it freed earlier. ``peaks``, the
+    highest RSS during each iteration: growth smaller than what one iteration allocates and
+    frees again is what the allocator may simply be holding on to, so it is not called a leak.
     """
     x_all = np.asarray(index, dtype=float)
     y_all = np.asarray(rss, dtype=float)
@@ -388,7 +392,11 @@ def decide(
     # only after a while, behind a rise and a flat stretch the onset fit cannot describe.
     span = x[-1] - x[0]
     starts = [onset] + [s for s in (x[0] + span / 3, x[0] + span / 2) if s > onset]
-    tests = [_leak_test(x, y, s, MIN_LEAK_GROWTH) for s in starts]
+    min_growth = float(MIN_LEAK_GROWTH)
+    if peaks is not None and np.asarray(peaks).size == n_all:
+        transient = np.asarray(peaks, dtype=float)[post] - y
+        min_growth = max(min_growth, float(np.median(transient)))
+    tests = [_leak_test(x, y, s, min_growth) for s in starts]
     chosen = next((t for t in tests if t.is_leak), tests[0])
     onset, trend, h2, sustained = chosen.onset, chosen.trend, chosen.h2, chosen.sustained
     is_leak = chosen.is_leak
@@ -535,7 +543,8 @@ def decide(
     if trend.low_decide > 0 and sustained and not chosen.material:
         reason = (
             f"memory grew steadily but only by {format_bytes(trend.slope * (x[-1] - onset))}, "
-            f"too little to call a leak (at least {format_bytes(MIN_LEAK_GROWTH)})"
+            f"too little to call a leak (at least {format_bytes(min_growth)}: 1 MiB, or what "
+            "one iteration allocates and frees, which the allocator may keep)"
         )
     elif trend.low_decide > 0 and not sustained:
         reason = "memory grew, but not steadily (a jump, or growth that may be levelling off)"
