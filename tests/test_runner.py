@@ -62,7 +62,10 @@ def test_samples_are_taken_at_100_hz_or_more():
             pass
 
     r = leakwidget.watch(step, seconds=1.5, widget=False)
+    # While the iterations run: before them, the setup's gc.collect() and the attribution's
+    # census hold the GIL for a while in a big process, and a Python sampler thread waits.
     t = r.samples[:, 0]
+    t = t[t >= r.column("start")[0]]
     assert r.stopped == "seconds"
     assert len(t) / (t[-1] - t[0]) >= 100
 
