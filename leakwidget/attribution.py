@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 
 from . import sampler as _sampler
-from .verdict import format_bytes, theil_sen
+from .verdict import format_bytes, trend
 
 KINDS = ("python", "native", "allocator", "none")
 
@@ -275,16 +275,10 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 
 def _slope(x: np.ndarray, y: np.ndarray) -> float:
-    """Robust (Theil–Sen) slope of y over x, on at most MAX_POINTS bucket medians."""
-    x = np.asarray(x, dtype=float)
-    y = np.asarray(y, dtype=float)
-    if x.size < 2:
+    """Robust (Theil–Sen) slope of y over x: the verdict's own estimator."""
+    if np.asarray(x).size < 2:
         return 0.0
-    if x.size > MAX_POINTS:
-        edges = np.linspace(0, x.size, MAX_POINTS + 1).astype(int)
-        x = np.array([np.median(x[a:b]) for a, b in zip(edges[:-1], edges[1:], strict=True)])
-        y = np.array([np.median(y[a:b]) for a, b in zip(edges[:-1], edges[1:], strict=True)])
-    s = theil_sen(x, y).slope
+    s = trend(x, y).slope
     return float(s) if math.isfinite(s) else 0.0
 
 

@@ -152,6 +152,15 @@ def _bucket(x: np.ndarray, y: np.ndarray, m: int):
     return bx, by
 
 
+def trend(x, y) -> Trend:
+    """Theil–Sen slope on at most MAX_POINTS bucket medians: the verdict's estimator, for others
+    (attribution, the widget's duration chart) that need a robust slope of a long series."""
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    bx, by = _bucket(x, y, max(1, math.ceil(x.size / MAX_POINTS)))
+    return theil_sen(bx, by)
+
+
 def batches(x: np.ndarray, y: np.ndarray):
     """Batch medians long enough that their residuals are nearly independent.
 
