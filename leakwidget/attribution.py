@@ -74,7 +74,6 @@ DEFAULT_BYTES_PER_BLOCK = 64.0  # typical pymalloc block when the census gives n
 MIN_GROWTH = 1 << 20  # growth under this, without a leak/plateau verdict, is attributed to nothing
 RETENTION_SHARE = 0.5  # malloc_trim returning at least this share of the growth -> "allocator"
 SERIES_CAP = 4096  # per-iteration series (traced memory, GPU) thin 2:1 beyond this
-MAX_POINTS = 300  # points the slope estimator sees
 
 _CONTAINER_TYPES = frozenset(
     {list, dict, set, collections.deque, collections.OrderedDict, collections.defaultdict}
