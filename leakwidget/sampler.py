@@ -124,9 +124,20 @@ class Series:
         with self._lock:
             if self._n == self.capacity:
                 self._compact()
-            self._t[self._n] = t
-            self._v[self._n] = v
-            self._n += 1
+            n = self._n
+            # Two threads append (the sampler and the runner's iteration-end readings); each
+            # takes its time stamp before reading /proc, which releases the GIL, so a reading
+            # can arrive just after a later one. Insert it in place: the series stays in time
+            # order, which the plots and max_since() rely on. Usually no move, at most a few.
+            i = n
+            while i > 0 and self._t[i - 1] > t:
+                i -= 1
+            if i < n:
+                self._t[i + 1 : n + 1] = self._t[i:n].copy()
+                self._v[i + 1 : n + 1] = self._v[i:n].copy()
+            self._t[i] = t
+            self._v[i] = v
+            self._n = n + 1
             self.total += 1
 
     def _compact(self) -> None:

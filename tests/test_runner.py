@@ -68,6 +68,24 @@ def test_samples_are_taken_at_100_hz_or_more():
     t = t[t >= r.column("start")[0]]
     assert r.stopped == "seconds"
     assert len(t) / (t[-1] - t[0]) >= 100
+    assert np.all(np.diff(r.samples[:, 0]) >= 0), "samples must be in time order"
+
+
+def test_the_series_stays_in_time_order_when_readings_arrive_late_and_when_compacted():
+    # The sampler thread and the runner both append, each stamping its time before reading
+    # /proc (which releases the GIL): a reading can land just after a later one.
+    s = sampler.Series(capacity=16)
+    for t in (0.0, 1.0, 3.0, 2.0, 4.0, 3.5, 0.5):
+        s.append(t, int(t * 10))
+    t, v = s.arrays()
+    assert list(t) == [0.0, 0.5, 1.0, 2.0, 3.0, 3.5, 4.0]
+    assert list(v) == [int(x * 10) for x in t]
+    for i in range(100):
+        s.append(5.0 + i, i)
+        s.append(4.9 + i, i)  # every other reading late
+    t, _ = s.arrays()
+    assert len(t) <= 16 and np.all(np.diff(t) >= 0)
+    assert s.total == 207
 
 
 def test_peak_rss_sees_a_spike_inside_one_iteration():
