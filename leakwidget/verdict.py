@@ -269,7 +269,10 @@ def detect_warmup(index: np.ndarray, rss: np.ndarray) -> int:
     """Number of leading iterations that are warm-up (at least 1).
 
     Warm-up ends after the last iteration, within the first 10% of the run, whose rise is an
-    outlier against the typical iteration-to-iteration change of the rest of the run.
+    outlier against the typical iteration-to-iteration change of the rest of the run, and
+    which belongs to the leading cluster of such rises: once the quiet stretch since the last
+    outlier is longer than the warm-up so far (and than MIN_POINTS), a later jump is part of
+    the run, not of its warm-up.
     """
     n = rss.size
     if n < 4:
@@ -284,6 +287,8 @@ def detect_warmup(index: np.ndarray, rss: np.ndarray) -> int:
     for k in range(min(cap, d.size)):
         if d[k] > centre + 6 * scale:
             w = k + 2
+        elif k + 2 - w > max(MIN_POINTS, w):
+            break
     return int(index[min(w, n - 1)] - index[0])
 
 
@@ -401,12 +406,23 @@ def decide(
     # only after a while, behind a rise and a flat stretch the onset fit cannot describe.
     span = x[-1] - x[0]
     starts = [onset] + [s for s in (x[0] + span / 3, x[0] + span / 2) if s > onset]
+    # ... and the knee of a "rise, then slower" fit: a buffer that filled, with memory still
+    # growing after it, is a leak at the slower rate.
+    down = _hinge_fit(fx, fy, "down")
+    if down is not None and down[1] > onset and (x >= down[1]).sum() >= MIN_POINTS:
+        starts = sorted({*starts, down[1]})
     min_growth = float(MIN_LEAK_GROWTH)
     if peaks is not None and np.asarray(peaks).size == n_all:
         transient = np.asarray(peaks, dtype=float)[post] - y
         min_growth = max(min_growth, float(np.median(transient)))
     tests = [_leak_test(x, y, s, min_growth) for s in starts]
-    chosen = next((t for t in tests if t.is_leak), tests[0])
+    passing = [t for t in tests if t.is_leak]
+    chosen = passing[0] if passing else tests[0]
+    for t in passing[1:]:
+        # Growth that has slowed down since the onset (caches warming up on top of a slower
+        # leak): the current rate is what runs memory out, so report the later, slower one.
+        if t.trend.high < chosen.trend.slope:
+            chosen = t
     onset, trend, h2, sustained = chosen.onset, chosen.trend, chosen.h2, chosen.sustained
     is_leak = chosen.is_leak
     room = float(headroom) if headroom else None
@@ -456,7 +472,11 @@ def decide(
             warmup=w,
             iterations=base.iterations,
         )
-        v.confident = trend.low_decide > 0 and h2.low99 > 0 and (x[-1] - onset) >= 12
+        # Still slowing down (its second half clearly slower than the whole): not yet sure of
+        # the rate, nor that it will not level off; keep watching.
+        decelerating = h2.high < 0.75 * trend.slope
+        v.confident = (trend.low_decide > 0 and h2.low99 > 0 and (x[-1] - onset) >= 12
+                       and not decelerating)
         level0 = trend.intercept + trend.slope * onset
         v.fit = [(float(fx[0]), level0)] if onset > fx[0] else []
         v.fit += fill_from(trend, onset, float(x[-1]))
@@ -480,7 +500,11 @@ def decide(
         return v
 
     # --- plateau: rising, then flat ---------------------------------------------------------
-    down = _hinge_fit(fx, fy, "down")
+    step_up = None  # a rise too small to call a plateau, flat since: stable, said below
+    # A detected warm-up that is long, or rose in several steps, may be the first part of a
+    # fill (memory freed earlier is reused first, so a buffer can look full early).
+    warm_rises = int(np.sum(np.diff(y_all[: w + 1]) > max(4 * sigma, 64 * 1024.0))) if w > 1 else 0
+    long_warmup = warmup is None and (w >= MIN_POINTS or warm_rises >= 3)
     if down is not None and down[3] > 0:
         kp, b_fill = down[1], down[3]
         rise_len = kp - fx[0]
@@ -490,8 +514,22 @@ def decide(
             tbx, tby, tt, _ = batches(x[in_tail], y[in_tail])
             tail_sigma = robust_sigma(tby - (tt.intercept + tt.slope * tbx))
             rise = b_fill * rise_len
-            rise_sig = rise > 4 * max(tail_sigma, 4096.0)
-            if rise_sig and tt.high < 0.25 * b_fill and tt.high < rise / max(tail_len, 1):
+            a = down[2]
+            top = a + b_fill * kp
+            start, start_level = float(fx[0]), a + b_fill * fx[0]
+            if long_warmup and start_level - float(y_all[0]) > 4 * max(tail_sigma, 4096.0):
+                # The warm-up was the first part of this fill (a cache filling fast at first):
+                # the user's question is how much the buffer holds, so count it from iteration 0.
+                start, start_level = float(first), float(y_all[0])
+            filled = top - start_level
+            fill_rate = max(b_fill, filled / max(kp - start, 1.0))
+            rise_sig = filled > 4 * max(tail_sigma, 4096.0)
+            flat = tt.high < 0.25 * fill_rate and tt.high < filled / max(tail_len, 1)
+            if rise_sig and flat and filled < MIN_LEAK_GROWTH:
+                # A few hundred KiB once (an allocator arena, a thread's first buffers) then
+                # flat: that is not a buffer worth naming, and not growth either.
+                step_up = (rise, float(fx[0]), kp, tt)
+            elif rise_sig and flat:
                 v = Verdict(
                     "plateau",
                     slope=tt.slope,
@@ -501,16 +539,12 @@ def decide(
                     warmup=w,
                     iterations=base.iterations,
                 )
-                v.confident = tail_len >= 20 and tt.high < 0.15 * b_fill
-                a = down[2]
-                v.fit = [
-                    (float(fx[0]), a + b_fill * fx[0]),
-                    (kp, a + b_fill * kp),
-                    (float(x[-1]), a + b_fill * kp),
-                ]
+                v.confident = tail_len >= 20 and tt.high < 0.15 * fill_rate
+                v.onset = int(round(start))
+                v.fit = [(start, start_level), (kp, top), (float(x[-1]), top)]
                 v.summary = (
-                    f"Plateau: memory grew by {format_bytes(rise)} over iterations "
-                    f"{int(fx[0])}\u2013{int(kp)}, then stopped growing "
+                    f"Plateau: memory grew by {format_bytes(filled)} over iterations "
+                    f"{int(start)}\u2013{int(kp)}, then stopped growing "
                     f"({format_bytes(tt.slope, signed=True)} per iteration since; "
                     f"95%: {_format_range(tt.low, tt.high)}): a buffer or cache filling up, "
                     "not a leak."
@@ -518,24 +552,53 @@ def decide(
                 return v
 
     # --- stable --------------------------------------------------------------------------
-    if overall.low <= 0 and overall.high < max(negligible, 64.0):
+    flat_all = overall.low <= 0 and overall.high < max(negligible, 64.0)
+    flat_since_step = step_up is not None and step_up[3].high < max(negligible, 64.0)
+    if flat_all or flat_since_step:
+        tr = overall if flat_all else step_up[3]
+        level = float(np.median(by)) if flat_all else float(step_up[3].intercept + step_up[3].slope * x[-1])
+        # A warm-up that is really a fill (many iterations, a material rise) is a plateau:
+        # a cache or buffer filling during the first iterations and full since.
+        fill = level - float(y_all[0])
+        if long_warmup and fill >= max(MIN_LEAK_GROWTH, 4 * sigma):
+            v = Verdict(
+                "plateau", slope=tr.slope, slope_low=tr.low, slope_high=tr.high,
+                onset=int(first), warmup=w, iterations=base.iterations, confident=n_post >= 20,
+            )
+            v.fit = [(float(first), float(y_all[0])), (float(w_abs), level), (float(x[-1]), level)]
+            v.summary = (
+                f"Plateau: memory grew by {format_bytes(fill)} over iterations "
+                f"{int(first)}\u2013{int(w_abs)}, then stopped growing "
+                f"({format_bytes(tr.slope, signed=True)} per iteration since; "
+                f"95%: {_format_range(tr.low, tr.high)}): a buffer or cache filling up, not a leak."
+            )
+            return v
         v = Verdict(
             "stable",
-            slope=overall.slope,
-            slope_low=overall.low,
-            slope_high=overall.high,
+            slope=tr.slope,
+            slope_low=tr.low,
+            slope_high=tr.high,
             warmup=w,
             iterations=base.iterations,
             confident=n_post >= 20,
         )
-        level = float(np.median(by))
         v.fit = [(float(fx[0]), level), (float(x[-1]), level)]
         warm = f" (iterations 0\u2013{w - 1})" if w > 1 else ""
-        v.summary = (
-            f"Stable: no growth after the warm-up{warm}: "
-            f"{format_bytes(v.slope, signed=True)} per iteration "
-            f"(95%: {_format_range(v.slope_low, v.slope_high)})."
-        )
+        if flat_all:
+            v.summary = (
+                f"Stable: no growth after the warm-up{warm}: "
+                f"{format_bytes(v.slope, signed=True)} per iteration "
+                f"(95%: {_format_range(v.slope_low, v.slope_high)})."
+            )
+        else:
+            rise, x0, kp, _ = step_up
+            v.fit = [(x0, level - rise), (kp, level), (float(x[-1]), level)]
+            v.summary = (
+                f"Stable: after the warm-up{warm} memory rose once by {format_bytes(rise)} "
+                f"(iterations {int(x0)}\u2013{int(kp)}) and has stayed flat since: "
+                f"{format_bytes(v.slope, signed=True)} per iteration "
+                f"(95%: {_format_range(v.slope_low, v.slope_high)})."
+            )
         return v
 
     # --- inconclusive, with the reason -----------------------------------------------------

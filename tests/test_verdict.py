@@ -89,6 +89,52 @@ def test_no_false_leak_in_20_runs_of_a_non_leaking_case(factory, n, noise):
     assert not leaks
 
 
+@pytest.mark.parametrize("factory", [ex.capped_list, ex.bounded_cache], ids=["capped-list", "bounded-cache"])
+def test_a_fill_much_shorter_than_the_run_is_a_plateau_not_a_warm_up(factory):
+    # A cache filling in the first 30 of 600 iterations (5% of the run, where warm-up is
+    # looked for) added 7.25 MiB: that is the buffer users ask about, not warm-up to ignore.
+    r = _run(*factory(256 * KiB, 30, seed=3), 600)
+    v = r.verdict
+    assert v.kind == "plateau", v.summary
+    # The fitted rise (drawn on the chart) is the fill: 29 payloads after iteration 0's first.
+    rise = v.fit[1][1] - v.fit[0][1]
+    assert abs(rise / (29 * 256 * KiB) - 1) < 0.15, v.summary
+
+
+def test_a_small_one_off_rise_then_flat_is_stable_not_a_plateau():
+    rng = np.random.default_rng(4)
+    x = np.arange(400)
+    y = 300.0 * MiB + rng.normal(0, 4 * KiB, x.size)
+    y[150:] += 200 * KiB  # an arena or a thread's first buffers, once
+    v = decide(x, y)
+    assert v.kind == "stable", v.summary
+    assert "rose once by" in v.summary
+
+
+def test_warm_up_is_the_leading_cluster_of_jumps_not_a_late_one():
+    rng = np.random.default_rng(5)
+    x = np.arange(2000)
+    y = 300.0 * MiB + rng.normal(0, 4 * KiB, x.size)
+    y[1:] += 8 * MiB  # iteration 1 allocates once
+    y[150:] += 2 * MiB  # a one-off jump well after it (inside the first 10% of the run)
+    v = decide(x, y)
+    assert v.warmup <= 3, v.warmup
+    assert v.kind != "leak", v.summary
+
+
+def test_a_slow_leak_after_a_fill_is_a_leak_at_the_slow_rate():
+    # model.predict in a loop looks like this: caches fill fast for a few hundred calls, and
+    # memory keeps growing slowly after them. The slow rate is the one that runs memory out.
+    rng = np.random.default_rng(6)
+    x = np.arange(1500)
+    y = 500.0 * MiB + 20 * KiB * np.minimum(x, 250) + 2 * KiB * np.maximum(x - 250, 0)
+    y += rng.normal(0, 8 * KiB, x.size)
+    v = decide(x, y)
+    assert v.kind == "leak", v.summary
+    assert abs(v.slope / (2 * KiB) - 1) < 0.25, v.summary
+    assert v.onset >= 200, v.summary
+
+
 def test_python_leak_hidden_by_reused_memory_is_still_a_leak():
     # Free a large Python structure first, as an earlier cell would: the leak then reuses its
     # memory and RSS stays flat for a while, but the allocator's block count keeps rising.
