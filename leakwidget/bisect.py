@@ -22,7 +22,10 @@ How it decides (docs/stages.md says the same for users):
 
 A configuration "reproduces" the leak when its own verdict is ``leak`` **and** its slope is at
 least ``slope_ratio`` (default ½) of the baseline's: a stage whose removal only slows the
-growth down is not the cause. Each configuration runs until its verdict is confident, capped
+growth down is not the cause. When the baseline's leak is one of Python objects (the
+allocator's block count grows significantly and explains at least a quarter of the RSS slope),
+the yardstick is that block slope instead: it is exact, whereas RSS also carries TensorFlow's
+own slow creep when a pipeline is rebuilt every iteration, which no stage toggle removes. Each configuration runs until its verdict is confident, capped
 at ``seconds_per_config``.
 
 The search is one pure object, :class:`Bisector` (``next_configuration()`` /
@@ -38,7 +41,9 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .verdict import format_bytes
+import numpy as np
+
+from .verdict import BLOCK_BYTES, format_bytes
 
 __all__ = ["Bisector", "BisectResult", "Configuration", "bisect", "bisect_async"]
 
@@ -57,6 +62,8 @@ class Configuration:
     on: frozenset[str] | None = None  # searched stages left on; None = every stage (baseline)
     verdict: Any = None  # leakwidget.verdict.Verdict once run
     reproduces: bool | None = None
+    python_slope: float | None = None  # allocator blocks per iteration (None: not measured)
+    python_low: float | None = None  # its 95% lower bound
     stopped: str = ""
     iterations: int = 0
     seconds: float = 0.0
@@ -180,19 +187,23 @@ class Bisector:
         return None if self._finished else self._pending
 
     def report(self, config: Configuration, verdict: Any, *, stages: Sequence | None = None,
-               stopped: str = "", iterations: int = 0, seconds: float = 0.0) -> None:
-        """Tell the search what ``config`` showed (``verdict`` has .kind and .slope)."""
+               stopped: str = "", iterations: int = 0, seconds: float = 0.0,
+               python_slope: float | None = None, python_low: float | None = None) -> None:
+        """Tell the search what ``config`` showed (``verdict`` has .kind and .slope;
+        ``python_slope``/``python_low``: the allocator's block count per iteration and its 95%
+        lower bound, when measured)."""
         if config is not self._pending or self._finished:
             raise ValueError("report() must answer the configuration next_configuration() gave")
         if verdict is None or not hasattr(verdict, "kind") or not hasattr(verdict, "slope"):
             raise TypeError("verdict must have .kind and .slope (a leakwidget Verdict)")
         config.verdict = verdict
         config.stopped, config.iterations, config.seconds = stopped, iterations, seconds
+        config.python_slope, config.python_low = python_slope, python_low
         if config is self._baseline:
             self.stages = list(stages or [])
             config.reproduces = verdict.kind == "leak"
         else:
-            config.reproduces = self._reproduces(verdict)
+            config.reproduces = self._reproduces(verdict, python_slope)
             self._memo[config.on or frozenset()] = config.reproduces
         if stopped == "interrupted":
             self.notes.append(f"Stopped: configuration {config.index} ({config.label}) was interrupted.")
@@ -216,10 +227,20 @@ class Bisector:
         return res
 
     # -- internals ------------------------------------------------------------------------------
-    def _reproduces(self, verdict: Any) -> bool:
+    def _python_leak(self) -> bool:
+        """Is the baseline's leak one of Python objects (see the module's docstring)?"""
+        base = self._baseline
+        if base is None or base.python_slope is None or not (base.python_low or 0) > 0:
+            return False
+        rss_slope = float(getattr(base.verdict, "slope", 0.0) or 0.0)
+        return base.python_slope * BLOCK_BYTES >= 0.25 * rss_slope
+
+    def _reproduces(self, verdict: Any, python_slope: float | None = None) -> bool:
         base = self._baseline.verdict if self._baseline is not None else None
         if verdict.kind != "leak":
             return False
+        if python_slope is not None and self._python_leak():
+            return python_slope >= self.slope_ratio * float(self._baseline.python_slope)
         base_slope = float(getattr(base, "slope", 0.0) or 0.0)
         return float(verdict.slope) >= self.slope_ratio * base_slope
 
@@ -399,6 +420,7 @@ class _ConfigGuard:
         self.threshold = threshold
         self.min_iterations = min_iterations
         self.settle = settle
+        self.python_threshold: float | None = None  # blocks/iteration, for a Python-object leak
         self._last: Any = None
         self._below = 0
         self._above = 0
@@ -416,8 +438,18 @@ class _ConfigGuard:
         if not measured:
             self._below = self._above = 0
             return
-        self._below = self._below + 1 if verdict.slope_high < self.threshold else 0
-        leaking = verdict.kind == "leak" and verdict.confident and verdict.slope_low >= self.threshold
+        if self.python_threshold is not None:
+            # The baseline leaked Python objects: judge by the allocator's block count.
+            _, low, high = _block_trend(watch.log.column("index"), watch.log.column("blocks"),
+                                        int(getattr(verdict, "warmup", 0) or 0))
+            if low is None:
+                return
+            self._below = self._below + 1 if high < self.python_threshold else 0
+            leaking = verdict.kind == "leak" and verdict.confident and low >= self.python_threshold
+        else:
+            self._below = self._below + 1 if verdict.slope_high < self.threshold else 0
+            leaking = (verdict.kind == "leak" and verdict.confident
+                       and verdict.slope_low >= self.threshold)
         self._above = self._above + 1 if leaking else 0
         if self._below >= 2 or (self._above >= 3 and watch.elapsed >= self.settle):
             watch.request_stop("confident")
@@ -455,6 +487,8 @@ def _prepare(step: Callable, setup: Callable | None, iterations: int | None,
         guard = _ConfigGuard(seconds_per_config)
         if base is not None and config is not base and base.verdict is not None:
             guard.threshold = slope_ratio * float(base.verdict.slope)
+            if bisector._python_leak():
+                guard.python_threshold = slope_ratio * float(base.python_slope)
             # a leak that starts late in the baseline must get the chance to start here too
             guard.min_iterations = max(30, int(base.verdict.onset or 0) + 20)
         return Watch(spec, [guard, *observers], default_observers=False)
@@ -462,9 +496,38 @@ def _prepare(step: Callable, setup: Callable | None, iterations: int | None,
     return bisector, make_watch
 
 
+def _block_trend(index: Any, blocks: Any, warmup: int) -> tuple[float | None, ...]:
+    """(slope, 95% low, 95% high) of the allocator's block count per iteration after the
+    warm-up; Nones when there are too few iterations."""
+    from .verdict import MIN_POINTS, trend
+
+    index, blocks = np.asarray(index, dtype=float), np.asarray(blocks, dtype=float)
+    n = min(index.size, blocks.size)  # a record appended mid-read must not misalign
+    index, blocks = index[:n], blocks[:n]
+    if n == 0:
+        return None, None, None
+    keep = index >= index[0] + warmup
+    if int(keep.sum()) < MIN_POINTS:
+        return None, None, None
+    tr = trend(index[keep], blocks[keep])
+    return tr.slope, tr.low, tr.high
+
+
+def _python_growth(result: Any) -> tuple[float | None, float | None]:
+    """The allocator's block count per iteration after the warm-up, and its 95% lower bound."""
+    try:
+        index, blocks = result.column("index"), result.column("blocks")
+    except (KeyError, AttributeError):
+        return None, None
+    slope, low, _ = _block_trend(index, blocks, int(getattr(result.verdict, "warmup", 0) or 0))
+    return slope, low
+
+
 def _report(bisector: Bisector, config: Configuration, result: Any) -> None:
+    python_slope, python_low = _python_growth(result)
     bisector.report(config, result.verdict, stages=result.stages, stopped=result.stopped,
-                    iterations=result.iteration_count, seconds=result.elapsed)
+                    iterations=result.iteration_count, seconds=result.elapsed,
+                    python_slope=python_slope, python_low=python_low)
     for note in getattr(result, "stage_notes", []) or []:
         if config.index == 0 and note not in bisector.notes:
             bisector.notes.append(note)

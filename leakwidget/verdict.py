@@ -7,9 +7,9 @@ memory still available). Output: a :class:`Verdict` — ``leak``, ``plateau``, `
 How it is decided, in plain words (the README repeats this for users):
 
 1. **Warm-up.** The first iterations of almost any code allocate once (imports, caches, TensorFlow
-   tracing, buffers filling). Iteration 0 is always warm-up; so is every following iteration whose
-   rise, within the first 10% of the run, is an outlier against the typical iteration-to-iteration
-   change of the rest of the run (``--warmup N`` overrides this).
+   tracing, buffers filling). Iteration 0 is always warm-up; so is the leading cluster of
+   iterations whose rise, within the first 10% of the run, is an outlier against the typical
+   iteration-to-iteration change of the rest of the run (``--warmup N`` overrides this).
 2. **Robust trend.** Long runs are summarised into at most 300 bucket medians. The slope is the
    Theil–Sen estimator (the median of all pairwise slopes), which ignores up to ~29% wild
    points. Its confidence interval is Sen's rank interval, widened for autocorrelated noise by the
@@ -20,12 +20,15 @@ How it is decided, in plain words (the README repeats this for users):
    span still grows (95%) and the first half grew too; no single step carries 40% of the growth;
    and it added at least 1 MiB and at least what one iteration allocates and frees again (the
    median of peak minus end RSS: the allocator may keep that much). A single jump, a few jumps,
-   growth that stopped, or a creep too small to matter yet are therefore not a leak. Python objects that keep accumulating (the
-   allocator's block count) are a leak even before RSS shows it, when freed memory is reused.
-4. **Plateau**: the best "rise, then flat" fit has a flat part at least as long as the rise, whose
-   slope (95% upper bound) is under a quarter of the rise's, and the rise is well above the noise.
+   growth that stopped, or a creep too small to matter yet are therefore not a leak. Python
+   objects that keep accumulating (the allocator's block count) are a leak even before RSS shows
+   it, when freed memory is reused. The onset candidates include the knee of a "rise, then
+   slower" fit, and when a later start shows a clearly slower rate, that current rate is used.
+4. **Plateau**: the best "rise, then flat" fit has a flat part at least half as long as the
+   rise, whose slope (95% upper bound) is under a quarter of the rise's; the rise is well above
+   the noise and at least 1 MiB. A long or several-step warm-up counts as the start of the fill.
 5. **Stable**: no significant growth, and even the 95% upper bound of the slope would not exhaust
-   the available memory within 24 hours of running.
+   the available memory within 24 hours of running; or one rise under 1 MiB, flat since.
 6. Otherwise **inconclusive**, with the reason: too few iterations, noise too large for the length
    of the run, or growth that may be levelling off.
 

@@ -155,6 +155,31 @@ def test_map_off_repeats_its_first_output_and_keeps_cardinality():
     assert len(PY_CALLS) == 1  # the function ran once, for the first output
 
 
+def test_map_off_in_a_pipeline_rebuilt_every_step_stops_building_the_function():
+    # Building a map traces its function, and that alone can leak (a py_function registered
+    # per trace). Off must therefore not build the user's map again for every rebuild.
+    PY_CALLS.clear()
+    traces = []
+
+    def fn(x):
+        traces.append(1)
+        return tf.py_function(_count, [x], tf.int64)
+
+    with stages.session(off=["map"]):
+        outs = []
+        for _ in range(5):
+            ds = tf.data.Dataset.range(3, 6).map(fn)  # same site every time: one stage
+            outs.append([int(v) for v in ds])
+    assert outs == [[3, 3, 3]] * 5
+    assert len(traces) == 1 and len(PY_CALLS) == 1
+    # A different input structure at the same site is not given the stored output.
+    with stages.session(off=["map"]) as sess:
+        sources = [tf.data.Dataset.range(2), tf.data.Dataset.from_tensors(tf.constant([1.5, 2.5]))]
+        outs = [[v.numpy().tolist() for v in src.map(lambda x: x + 100)] for src in sources]
+    assert len([st for st in sess.stages if st.kind == "map"]) == 1  # one site, one stage
+    assert outs == [[100, 100], [[101.5, 102.5]]]
+
+
 def test_interleave_off_is_sequential_and_serial_keeps_the_cycle(tfrecords):
     def build():
         names = tf.data.Dataset.from_tensor_slices(tfrecords)

@@ -112,6 +112,12 @@ def _tag(ds: Any, stage: Stage) -> Any:
     return ds
 
 
+def _executing_eagerly() -> bool:
+    from tensorflow.python.eager import context
+
+    return context.executing_eagerly()
+
+
 def _uses_python(mapped: Any) -> str:
     """'tf.py_function' / 'tf.numpy_function' if the traced map function calls back into Python."""
     try:
@@ -240,6 +246,34 @@ def _install(session: StageSession, patches: Patches, D: Any, R: Any, fn: dict[s
     wrap(D, "cache", "cache", simple("cache", ("filename",)))
 
     # -- map ----------------------------------------------------------------------------------
+    # Off: every element becomes the map's first output. Eagerly, that output is computed once
+    # per watch and stage and reused by every later build of the same stage, so a pipeline
+    # rebuilt every iteration stops building (tracing) the user's function too: building it
+    # can be the leak (a py_function registered for each trace). Inside a graph (a dataset
+    # built in a tf.function or an interleave's function) the first output is taken lazily.
+    first_outputs: dict[str, tuple[Any, Any]] = {}  # stage id -> (input element_spec, output)
+
+    def check_python(stage: Stage, ds: Any) -> None:
+        if stage.id not in py_checked:  # reading the traced graph costs: once per stage
+            py_checked.add(stage.id)
+            python = _uses_python(ds)
+            if python:
+                stage.args["python"] = python
+
+    def first_output_source(stage: Stage, ds_of: Any, upstream: Any) -> Any:
+        spec = upstream.element_spec
+        hit = first_outputs.get(stage.id)
+        if hit is not None and hit[0] == spec:
+            return fn["repeat"](D.from_tensors(hit[1]))
+        ds = ds_of()
+        check_python(stage, ds)
+        if _executing_eagerly():
+            for first in fn["take"](ds, 1):
+                first_outputs[stage.id] = (spec, first)
+                return fn["repeat"](D.from_tensors(first))
+            return None  # empty: so is the map's output
+        return fn["repeat"](fn["cache"](fn["take"](ds, 1)))
+
     def build_map(func: Any, bound: Any, site: Any) -> tuple[Stage, Any]:
         a = bound.arguments
         npc = a.get("num_parallel_calls")
@@ -247,20 +281,20 @@ def _install(session: StageSession, patches: Patches, D: Any, R: Any, fn: dict[s
         if npc is not None:
             shown["num_parallel_calls"] = npc
         stage = record("map", site, a, shown, [a["self"]], True, npc is not None)
-        if stage.state == "on":
-            ds = func(**a)
-        else:
-            # serial, and the "first output" source for off, run sequentially
-            ds = call(func, bound, num_parallel_calls=None, deterministic=None,
-                      use_unbounded_threadpool=False)
-        if stage.id not in py_checked:  # reading the traced graph costs: once per stage
-            py_checked.add(stage.id)
-            python = _uses_python(ds)
-            if python:
-                stage.args["python"] = python
+
+        def serial() -> Any:
+            return call(func, bound, num_parallel_calls=None, deterministic=None,
+                        use_unbounded_threadpool=False)
+
         if stage.state == "off":
-            first = fn["repeat"](fn["cache"](fn["take"](ds, 1)))
-            ds = fn["map"](zip_((a["self"], first)), lambda _element, constant: constant)
+            first = first_output_source(stage, serial, a["self"])
+            if first is None:
+                ds = serial()
+            else:
+                ds = fn["map"](zip_((a["self"], first)), lambda _element, constant: constant)
+            return stage, _tag(ds, stage)
+        ds = func(**a) if stage.state == "on" else serial()
+        check_python(stage, ds)
         return stage, _tag(ds, stage)
 
     wrap(D, "map", "map", build_map)
