@@ -423,8 +423,12 @@ def decide(
     chosen = passing[0] if passing else tests[0]
     for t in passing[1:]:
         # Growth that has slowed down since the onset (caches warming up on top of a slower
-        # leak): the current rate is what runs memory out, so report the later, slower one.
-        if t.trend.high < chosen.trend.slope:
+        # leak): the current rate is what runs memory out, so report the later, slower one —
+        # clearly slower, or as slow with a much tighter interval (the early, faster stretch
+        # was only widening it).
+        slower = t.trend.high < chosen.trend.low and t.trend.slope < 0.75 * chosen.trend.slope
+        tighter = t.trend.high < 0.75 * chosen.trend.high and t.trend.slope <= 1.05 * chosen.trend.slope
+        if slower or tighter:
             chosen = t
     onset, trend, h2, sustained = chosen.onset, chosen.trend, chosen.h2, chosen.sustained
     is_leak = chosen.is_leak
