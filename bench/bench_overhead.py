@@ -1,7 +1,8 @@
 """Overhead of watching: the same 5 ms CPU step as a plain loop and under leakwidget.watch.
 
 Prints a table; the ratio is measured in one run (plain and watched loops interleaved in
-rounds, medians taken), because these machines are noisy. Goal: watched/plain <= 1.03.
+rounds whose order rotates, each watched time divided by its own round's plain time, the
+median of those ratios taken), because these machines are noisy. Goal: watched/plain <= 1.03.
 
     python bench/bench_overhead.py [--iterations 2000] [--rounds 5]
 """
@@ -55,7 +56,7 @@ def watched(n: int, default_observers: bool, live: bool) -> float:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--iterations", type=int, default=2000)
-    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=8)
     a = p.parse_args()
     calibrate()
     variants = {
@@ -65,16 +66,23 @@ def main() -> None:
         "  + live verdict every 0.5 s": lambda: watched(a.iterations, True, True),
     }
     times: dict[str, list[float]] = {k: [] for k in variants}
-    for _ in range(a.rounds):
-        for name, fn in variants.items():
-            times[name].append(fn())
-    base = statistics.median(times["plain loop"])
-    print(f"{a.iterations} iterations of a 5 ms CPU step, {a.rounds} interleaved rounds, medians\n")
+    names = list(variants)
+    for r in range(a.rounds):
+        # The machine's speed drifts over seconds: rotate the order every round, and compare
+        # each variant with the plain loop of its own round.
+        order = names[r % len(names):] + names[: r % len(names)]
+        for name in order:
+            times[name].append(variants[name]())
+    ratios = {name: [t / p for t, p in zip(ts, times["plain loop"], strict=True)]
+              for name, ts in times.items()}
+    print(f"{a.iterations} iterations of a 5 ms CPU step, {a.rounds} rounds in rotating order; "
+          "medians, and the median of each round's ratio to that round's plain loop\n")
     print(f"| {'variant':40s} | {'seconds':>8s} | {'per iteration':>13s} | {'ratio':>6s} |")
     print(f"|{'-' * 42}|{'-' * 10}|{'-' * 15}|{'-' * 8}|")
     for name, ts in times.items():
         m = statistics.median(ts)
-        print(f"| {name:40s} | {m:8.3f} | {m / a.iterations * 1e3:10.3f} ms | {m / base:6.3f} |")
+        ratio = statistics.median(ratios[name])
+        print(f"| {name:40s} | {m:8.3f} | {m / a.iterations * 1e3:10.3f} ms | {ratio:6.3f} |")
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ DEFAULT_SECONDS = 60.0  # budget when neither iterations nor seconds is given
 MIN_AVAILABLE_FRACTION = 0.10  # stop when available memory falls under this share of the total
 RECORD_CAPACITY = 20_000
 VERDICT_INTERVAL = 0.5  # seconds between live verdicts, at least
-VERDICT_SHARE = 0.03  # and at most this share of the run spent on them
+VERDICT_SHARE = 0.01  # and at most this share of the run spent on them
 CONFIDENT_STREAK = 3  # consecutive confident live verdicts before stopping early
 MIN_ITERATIONS_FOR_CONFIDENT = 20
 MIN_SECONDS_FOR_CONFIDENT = 10.0  # buffers and autotuning settle within seconds: wait them out
@@ -560,7 +560,7 @@ class Watch:
             self.index = i + 1
             if self.live_verdict and t_end >= self._next_verdict_t:
                 self.verdict = self._decide()
-                # At most every VERDICT_INTERVAL, and never more than ~3% of the run's time.
+                # At most every VERDICT_INTERVAL, and never more than ~1% of the run's time.
                 cost = time.perf_counter() - t_end
                 self._next_verdict_t = t_end + max(VERDICT_INTERVAL, cost / VERDICT_SHARE)
                 if (self.verdict.confident and self.log.total >= MIN_ITERATIONS_FOR_CONFIDENT
