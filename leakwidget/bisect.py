@@ -25,8 +25,8 @@ least ``slope_ratio`` (default ½) of the baseline's: a stage whose removal only
 growth down is not the cause. When the baseline's leak is one of Python objects (the
 allocator's block count grows significantly and explains at least a quarter of the RSS slope),
 the yardstick is that block slope instead: it is exact, whereas RSS also carries TensorFlow's
-own slow creep when a pipeline is rebuilt every iteration, which no stage toggle removes. Each configuration runs until its verdict is confident, capped
-at ``seconds_per_config``.
+own slow creep when a pipeline is rebuilt every iteration, which no stage toggle removes. Each
+configuration runs until its verdict is confident, capped at ``seconds_per_config``.
 
 The search is one pure object, :class:`Bisector` (``next_configuration()`` /
 ``report(...)``), driven synchronously by :func:`bisect` or asynchronously by
