@@ -54,17 +54,31 @@ def _run(setup, step, n):
     return Watch(WatchSpec(step, setup=setup, iterations=n), default_observers=False).run()
 
 
+_FILL_CHILD = r"""
+import json, sys
+from leakwidget import examples as ex
+from leakwidget.runner import Watch, WatchSpec
+name, cap, noise, n, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+setup, step = getattr(ex, name)(256 * 1024, cap, noise=noise, seed=seed)
+v = Watch(WatchSpec(step, setup=setup, iterations=n), default_observers=False).run().verdict
+print(json.dumps({"kind": v.kind, "summary": v.summary, "fit": v.fit}))
+"""
+
+
+def fill_fresh(name: str, cap: int, noise: int, n: int, seed: int) -> dict:
+    """A filling buffer watched in a fresh process, as in a fresh kernel (memory freed earlier in
+    a long-lived process is reused first and blurs the fill: see the README's limits)."""
+    out = subprocess.run(
+        [sys.executable, "-c", _FILL_CHILD, name, str(cap), str(noise), str(n), str(seed)],
+        capture_output=True, text=True, timeout=300, check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 @pytest.mark.parametrize("noise", [0, 4 * MiB], ids=["quiet", "noise4MiB"])
-@pytest.mark.parametrize(
-    "factory",
-    [
-        lambda noise, seed: ex.capped_list(256 * KiB, 20, noise=noise, seed=seed),
-        lambda noise, seed: ex.bounded_cache(256 * KiB, 20, noise=noise, seed=seed),
-    ],
-    ids=["capped-list", "bounded-cache"],
-)
-def test_buffer_that_fills_then_stops_is_plateau_at_3x_fill(factory, noise):
-    kinds = [_run(*factory(noise, seed), 60).verdict.kind for seed in range(3)]
+@pytest.mark.parametrize("name", ["capped_list", "bounded_cache"])
+def test_buffer_that_fills_then_stops_is_plateau_at_3x_fill(name, noise):
+    kinds = [fill_fresh(name, 20, noise, 60, seed)["kind"] for seed in range(3)]
     assert kinds.count("plateau") >= 2, kinds
     assert "leak" not in kinds
 
@@ -89,16 +103,16 @@ def test_no_false_leak_in_20_runs_of_a_non_leaking_case(factory, n, noise):
     assert not leaks
 
 
-@pytest.mark.parametrize("factory", [ex.capped_list, ex.bounded_cache], ids=["capped-list", "bounded-cache"])
-def test_a_fill_much_shorter_than_the_run_is_a_plateau_not_a_warm_up(factory):
+@pytest.mark.parametrize("name", ["capped_list", "bounded_cache"])
+def test_a_fill_much_shorter_than_the_run_is_a_plateau_not_a_warm_up(name):
     # A cache filling in the first 30 of 600 iterations (5% of the run, where warm-up is
     # looked for) added 7.25 MiB: that is the buffer users ask about, not warm-up to ignore.
-    r = _run(*factory(256 * KiB, 30, seed=3), 600)
-    v = r.verdict
-    assert v.kind == "plateau", v.summary
-    # The fitted rise (drawn on the chart) is the fill: 29 payloads after iteration 0's first.
-    rise = v.fit[1][1] - v.fit[0][1]
-    assert abs(rise / (29 * 256 * KiB) - 1) < 0.15, v.summary
+    v = fill_fresh(name, 30, 0, 600, 3)
+    assert v["kind"] == "plateau", v["summary"]
+    # The fitted rise (drawn on the chart) is the fill, 29 payloads after iteration 0's first,
+    # plus what the allocator takes around them.
+    rise = v["fit"][1][1] - v["fit"][0][1]
+    assert 0.85 < rise / (29 * 256 * KiB) < 1.5, v["summary"]
 
 
 def test_a_small_one_off_rise_then_flat_is_stable_not_a_plateau():
