@@ -37,7 +37,6 @@ before the watch is not credited to it.
 from __future__ import annotations
 
 import collections
-import ctypes
 import functools
 import gc
 import inspect
@@ -384,32 +383,11 @@ def _container_items(o: Any, k: int) -> list:
         return []
 
 
-_libc_cache: list = []
-
-
-def _malloc_trim() -> Callable[[int], int] | None:
-    """glibc's malloc_trim, or None where the C library has none (musl, macOS, Windows)."""
-    if not _libc_cache:
-        fn = None
-        try:
-            libc = ctypes.CDLL(None)
-            fn = getattr(libc, "malloc_trim", None)
-            if fn is not None:
-                fn.argtypes = [ctypes.c_size_t]
-                fn.restype = ctypes.c_int
-        except (OSError, AttributeError, TypeError):
-            fn = None
-        _libc_cache.append(fn)
-    return _libc_cache[0]
-
-
 def trim() -> int | None:
     """Ask the allocator to return free memory to the OS; bytes of RSS handed back, or None."""
-    fn = _malloc_trim()
-    if fn is None:
-        return None
     before = _sampler.rss()
-    fn(0)
+    if not _sampler.malloc_trim():
+        return None
     return max(0, before - _sampler.rss())
 
 

@@ -7,7 +7,8 @@
 
 How it decides (docs/stages.md says the same for users):
 
-1. **Baseline**: every stage on. No leak → nothing to bisect. The stages to search are the
+1. **Baseline**: every stage on. No leak, or growth that ``malloc_trim`` hands back (allocator
+   retention, from the baseline's attribution) → nothing to bisect. The stages to search are the
    ones this run recorded that can be switched off (or, if they only have parallelism, made
    serial).
 2. **All off**: every searched stage off. Still leaking → the leak lies outside the stages (the
@@ -26,7 +27,9 @@ growth down is not the cause. When the baseline's leak is one of Python objects 
 allocator's block count grows significantly and explains at least a quarter of the RSS slope),
 the yardstick is that block slope instead: it is exact, whereas RSS also carries TensorFlow's
 own slow creep when a pipeline is rebuilt every iteration, which no stage toggle removes. Each
-configuration runs until its verdict is confident, capped at ``seconds_per_config``.
+configuration runs until its verdict is confident, capped at ``seconds_per_config``; "below
+the yardstick" is not concluded while glibc's count of bytes handed out still grows at its rate
+(RSS lags a leak that refills memory the previous configuration freed).
 
 The search is one pure object, :class:`Bisector` (``next_configuration()`` /
 ``report(...)``), driven synchronously by :func:`bisect` or asynchronously by
@@ -43,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from .sampler import malloc_in_use
 from .verdict import BLOCK_BYTES, format_bytes
 
 __all__ = ["Bisector", "BisectResult", "Configuration", "bisect", "bisect_async"]
@@ -166,6 +170,7 @@ class Bisector:
         self.configurations: list[Configuration] = []
         self.stages: list = []
         self.notes: list[str] = []
+        self.attribution: Any = None  # the baseline's, when the driver explained its growth
         self._memo: dict[frozenset[str], bool] = {}
         self._searched: list[str] = []
         self._by_id: dict[str, Any] = {}
@@ -188,10 +193,12 @@ class Bisector:
 
     def report(self, config: Configuration, verdict: Any, *, stages: Sequence | None = None,
                stopped: str = "", iterations: int = 0, seconds: float = 0.0,
-               python_slope: float | None = None, python_low: float | None = None) -> None:
+               python_slope: float | None = None, python_low: float | None = None,
+               attribution: Any = None) -> None:
         """Tell the search what ``config`` showed (``verdict`` has .kind and .slope;
         ``python_slope``/``python_low``: the allocator's block count per iteration and its 95%
-        lower bound, when measured)."""
+        lower bound, when measured; ``attribution``: the baseline's, when it was explained —
+        growth that ``malloc_trim`` hands back is allocator retention, nothing to bisect)."""
         if config is not self._pending or self._finished:
             raise ValueError("report() must answer the configuration next_configuration() gave")
         if verdict is None or not hasattr(verdict, "kind") or not hasattr(verdict, "slope"):
@@ -201,7 +208,8 @@ class Bisector:
         config.python_slope, config.python_low = python_slope, python_low
         if config is self._baseline:
             self.stages = list(stages or [])
-            config.reproduces = verdict.kind == "leak"
+            self.attribution = attribution
+            config.reproduces = verdict.kind == "leak" and not self._retention()
         else:
             config.reproduces = self._reproduces(verdict, python_slope)
             self._memo[config.on or frozenset()] = config.reproduces
@@ -227,6 +235,10 @@ class Bisector:
         return res
 
     # -- internals ------------------------------------------------------------------------------
+    def _retention(self) -> bool:
+        """Did the baseline's growth turn out to be the allocator keeping freed memory?"""
+        return getattr(self.attribution, "kind", None) == "allocator"
+
     def _python_leak(self) -> bool:
         """Is the baseline's leak one of Python objects (see the module's docstring)?"""
         base = self._baseline
@@ -350,6 +362,13 @@ class Bisector:
             return "Bisection has not finished."
         if state == "interrupted":
             return "Bisection was interrupted before it found the culprit."
+        if state == "no-leak" and self._retention():
+            reclaimed = getattr(self.attribution, "reclaimed_bytes", None) or 0
+            return (f"Nothing to bisect: with every stage on, memory grew ({base_rate}), yet "
+                    f"malloc_trim(0) handed back {format_bytes(reclaimed)} at the end. "
+                    "That is the allocator keeping freed memory (allocator retention), not a "
+                    "stage leaking; MALLOC_ARENA_MAX=2 or jemalloc/tcmalloc (LD_PRELOAD) "
+                    "curb it.")
         if state == "no-leak":
             kind = getattr(base, "kind", "unknown")
             return f"Nothing to bisect: with every stage on, the verdict is {kind}, not a leak."
@@ -421,6 +440,7 @@ class _ConfigGuard:
         self.min_iterations = min_iterations
         self.settle = settle
         self.python_threshold: float | None = None  # blocks/iteration, for a Python-object leak
+        self._in_use0: tuple[int, int | None] | None = None  # (iteration, malloc's bytes in use)
         self._last: Any = None
         self._below = 0
         self._above = 0
@@ -430,6 +450,8 @@ class _ConfigGuard:
             watch.request_stop("seconds")
             return
         verdict = watch.verdict
+        if self.threshold is not None and self._in_use0 is None:
+            self._in_use0 = (record.index, malloc_in_use())
         if self.threshold is None or verdict is self._last:
             return
         self._last = verdict
@@ -447,12 +469,25 @@ class _ConfigGuard:
             self._below = self._below + 1 if high < self.python_threshold else 0
             leaking = verdict.kind == "leak" and verdict.confident and low >= self.python_threshold
         else:
-            self._below = self._below + 1 if verdict.slope_high < self.threshold else 0
+            below = verdict.slope_high < self.threshold and not self._malloc_keeps_up(record.index)
+            self._below = self._below + 1 if below else 0
             leaking = (verdict.kind == "leak" and verdict.confident
                        and verdict.slope_low >= self.threshold)
         self._above = self._above + 1 if leaking else 0
         if self._below >= 2 or (self._above >= 3 and watch.elapsed >= self.settle):
             watch.request_stop("confident")
+
+    def _malloc_keeps_up(self, index: int) -> bool:
+        """Has malloc handed out memory at the threshold rate since the start, whatever RSS
+        says? Then RSS is only lagging: the leak is refilling memory an earlier configuration
+        freed (measured: for the first quarter of a 20 s run, at half the true rate), and "not
+        reproducing" would be a wrong early call."""
+        if self._in_use0 is None or self._in_use0[1] is None or index <= self._in_use0[0]:
+            return False
+        in_use = malloc_in_use()
+        if in_use is None:
+            return False
+        return (in_use - self._in_use0[1]) / (index - self._in_use0[0]) >= self.threshold
 
 
 def _prepare(step: Callable, setup: Callable | None, iterations: int | None,
@@ -491,7 +526,9 @@ def _prepare(step: Callable, setup: Callable | None, iterations: int | None,
                 guard.python_threshold = slope_ratio * float(base.python_slope)
             # a leak that starts late in the baseline must get the chance to start here too
             guard.min_iterations = max(30, int(base.verdict.onset or 0) + 20)
-        return Watch(spec, [guard, *observers], default_observers=False)
+        # The baseline is explained as any watch is (its attribution tells allocator retention
+        # from a leak); the search's configurations only need their verdicts.
+        return Watch(spec, [guard, *observers], default_observers=config is bisector.configurations[0])
 
     return bisector, make_watch
 
@@ -527,7 +564,8 @@ def _report(bisector: Bisector, config: Configuration, result: Any) -> None:
     python_slope, python_low = _python_growth(result)
     bisector.report(config, result.verdict, stages=result.stages, stopped=result.stopped,
                     iterations=result.iteration_count, seconds=result.elapsed,
-                    python_slope=python_slope, python_low=python_low)
+                    python_slope=python_slope, python_low=python_low,
+                    attribution=getattr(result, "attribution", None))
     for note in getattr(result, "stage_notes", []) or []:
         if config.index == 0 and note not in bisector.notes:
             bisector.notes.append(note)

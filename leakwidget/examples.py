@@ -9,6 +9,8 @@ state (so repeated runs are independent) and ``step(state)`` does one iteration.
 - :func:`capped_list` keeps the last ``cap`` payloads: grows for ``cap`` iterations, then flat.
 - :func:`bounded_cache` caches a payload per key over ``keys`` distinct keys: a plateau.
 - :func:`steady` allocates and frees only.
+- :func:`allocator_retention` grows RSS with nothing live: glibc keeping freed memory. It
+  returns ``(setup, step, release)``; call ``release()`` when done.
 
 ``noise`` (bytes) adds, every iteration, a numpy array of random size up to ``noise`` that is
 allocated, written and freed — the churn that makes real RSS curves hard to read.
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -69,6 +72,7 @@ def _libc_handle():
         _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         _libc.malloc.restype = ctypes.c_void_p
         _libc.malloc.argtypes = [ctypes.c_size_t]
+        _libc.free.argtypes = [ctypes.c_void_p]
         _libc.memset.restype = ctypes.c_void_p
         _libc.memset.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
     return _libc
@@ -111,6 +115,49 @@ def bounded_cache(rate: int, keys: int, noise: int = 0, seed: int | None = None)
 
 def steady(noise: int = 0, seed: int | None = None):
     return _factory(lambda state: None, noise, seed)
+
+
+def allocator_retention(block: int = 512, blocks: int = 4096):
+    """Growth that is no leak: each iteration a new thread (with glibc, a new malloc arena)
+    allocates ``blocks`` blocks of ``block`` bytes and frees all but the last, which pins the
+    freed memory below it. RSS grows by about ``block * blocks`` per iteration, nothing is live,
+    and only ``malloc_trim(0)`` gives it back. The threads wait, so arenas are not reused, until
+    ``release()`` lets them end and frees the pins. Returns ``(setup, step, release)``; keep
+    runs short (one thread per iteration).
+    """
+    libc = _libc_handle()
+    done = threading.Event()
+    threads: list[threading.Thread] = []
+    pins: list[int] = []
+
+    def worker(ready: threading.Event) -> None:
+        got = [libc.malloc(block) for _ in range(blocks)]
+        for p in got[:-1]:
+            libc.free(p)
+        pins.append(got[-1])
+        ready.set()
+        done.wait()
+
+    def setup():
+        return {}
+
+    def step(state=None):
+        ready = threading.Event()
+        t = threading.Thread(target=worker, args=(ready,), daemon=True, name="leakwidget-arena")
+        t.start()
+        threads.append(t)
+        if not ready.wait(30):
+            raise RuntimeError("the allocating thread did not finish")
+
+    def release():
+        done.set()
+        for t in threads:
+            t.join(30)
+        threads.clear()
+        while pins:
+            libc.free(pins.pop())
+
+    return setup, step, release
 
 
 CASES = {

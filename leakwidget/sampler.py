@@ -15,6 +15,8 @@ No IPython and no TensorFlow here: this is the bottom of the house.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import threading
 import time
@@ -193,7 +195,34 @@ class Series:
             return best
 
 
-_malloc_trim = None
+_glibc: list = []  # [(malloc_trim, mallinfo2)] once looked up; either may be None
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]
+
+
+def _glibc_functions() -> tuple:
+    """glibc's ``malloc_trim`` and ``mallinfo2`` through ctypes; None for what this C library
+    lacks (musl, macOS, Windows; mallinfo2 needs glibc 2.33)."""
+    if not _glibc:
+        trim_fn = info_fn = None
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            trim_fn = getattr(libc, "malloc_trim", None)
+            if trim_fn is not None:
+                trim_fn.argtypes = [ctypes.c_size_t]
+                trim_fn.restype = ctypes.c_int
+            info_fn = getattr(libc, "mallinfo2", None)
+            if info_fn is not None:
+                info_fn.argtypes = []
+                info_fn.restype = _MallInfo2
+        except (OSError, AttributeError, TypeError):
+            trim_fn = info_fn = None
+        _glibc.append((trim_fn, info_fn))
+    return _glibc[0]
 
 
 def malloc_trim() -> bool:
@@ -201,23 +230,27 @@ def malloc_trim() -> bool:
 
     Returns False where there is no glibc (macOS, musl): callers say so rather than guess.
     """
-    global _malloc_trim
-    if _malloc_trim is None:
-        try:
-            import ctypes
-            import ctypes.util
-
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-            fn = libc.malloc_trim
-            fn.argtypes = [ctypes.c_size_t]
-            fn.restype = ctypes.c_int
-            _malloc_trim = fn
-        except (OSError, AttributeError):
-            _malloc_trim = False
-    if _malloc_trim is False:
+    fn = _glibc_functions()[0]
+    if fn is None:
         return False
-    _malloc_trim(0)
+    fn(0)
     return True
+
+
+def malloc_in_use() -> int | None:
+    """Bytes glibc's malloc has handed out and not had back (``mallinfo2``: in-use heap chunks
+    plus mmapped ones), or None without glibc 2.33+.
+
+    Unlike RSS it does not move when freed memory is reused or kept by the allocator, so it
+    shows a leak that is filling holes left by earlier frees. It walks every arena under their
+    locks (~0.1–0.5 ms in a TensorFlow process): call it at checkpoints, not every iteration.
+    With jemalloc or tcmalloc preloaded it sees only what still goes through glibc.
+    """
+    fn = _glibc_functions()[1]
+    if fn is None:
+        return None
+    info = fn()
+    return int(info.uordblks) + int(info.hblkhd)
 
 
 def _cgroup_headroom() -> int | None:

@@ -7,7 +7,6 @@ import functools
 import json
 import linecache
 import os
-import threading
 import tracemalloc
 import types
 
@@ -15,6 +14,7 @@ import numpy as np
 import pytest
 
 import leakwidget
+from leakwidget import examples as ex
 from leakwidget.attribution import Tracker, find_step_code
 from leakwidget.runner import Watch, WatchSpec
 
@@ -107,35 +107,12 @@ def test_native_malloc_leak_is_attributed_to_native_memory():
 def test_allocator_retention_is_reclaimable_and_not_blamed_on_the_code():
     # Each iteration a new thread (so a new glibc arena) allocates 2 MiB in small blocks and
     # frees all but the last one, which pins the freed memory below it: RSS grows, nothing is
-    # live, and only malloc_trim gives it back. The threads stay alive so arenas are not reused.
-    release = threading.Event()
-    threads: list[threading.Thread] = []
-    pins: list[int] = []
-
-    def worker(ready: threading.Event) -> None:
-        blocks = [_libc.malloc(512) for _ in range(4096)]
-        for p in blocks[:-1]:
-            _libc.free(p)
-        pins.append(blocks[-1])
-        del blocks  # nothing Python-side stays behind
-        ready.set()
-        release.wait()
-
-    def step():
-        ready = threading.Event()
-        t = threading.Thread(target=worker, args=(ready,), daemon=True)
-        t.start()
-        threads.append(t)
-        assert ready.wait(30), "worker thread did not finish allocating"
-
+    # live, and only malloc_trim gives it back.
+    _, step, release = ex.allocator_retention()
     try:
         r = _watch(step, iterations=30)
     finally:
-        release.set()
-        for t in threads:
-            t.join(30)
-        for p in pins:
-            _libc.free(p)
+        release()
     a = r.attribution
     rss = r.column("rss")
     assert rss[-1] - rss[0] > 8 * 2**20, str(a)
