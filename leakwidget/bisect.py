@@ -7,8 +7,8 @@
 
 How it decides (docs/stages.md says the same for users):
 
-1. **Baseline**: every stage on. No leak, or growth that ``malloc_trim`` hands back (allocator
-   retention, from the baseline's attribution) → nothing to bisect. The stages to search are the
+1. **Baseline**: every stage on. No leak, or growth that ``malloc_trim`` hands back while
+   glibc's bytes in use do not grow with it (allocator retention) → nothing to bisect. The stages to search are the
    ones this run recorded that can be switched off (or, if they only have parallelism, made
    serial).
 2. **All off**: every searched stage off. Still leaking → the leak lies outside the stages (the
@@ -68,6 +68,7 @@ class Configuration:
     reproduces: bool | None = None
     python_slope: float | None = None  # allocator blocks per iteration (None: not measured)
     python_low: float | None = None  # its 95% lower bound
+    malloc_slope: float | None = None  # glibc's bytes in use per iteration (None: not measured)
     stopped: str = ""
     iterations: int = 0
     seconds: float = 0.0
@@ -194,11 +195,12 @@ class Bisector:
     def report(self, config: Configuration, verdict: Any, *, stages: Sequence | None = None,
                stopped: str = "", iterations: int = 0, seconds: float = 0.0,
                python_slope: float | None = None, python_low: float | None = None,
-               attribution: Any = None) -> None:
+               attribution: Any = None, malloc_slope: float | None = None) -> None:
         """Tell the search what ``config`` showed (``verdict`` has .kind and .slope;
         ``python_slope``/``python_low``: the allocator's block count per iteration and its 95%
         lower bound, when measured; ``attribution``: the baseline's, when it was explained —
-        growth that ``malloc_trim`` hands back is allocator retention, nothing to bisect)."""
+        growth that ``malloc_trim`` hands back is allocator retention, nothing to bisect, unless
+        ``malloc_slope``, glibc's bytes in use per iteration, shows the memory is still held)."""
         if config is not self._pending or self._finished:
             raise ValueError("report() must answer the configuration next_configuration() gave")
         if verdict is None or not hasattr(verdict, "kind") or not hasattr(verdict, "slope"):
@@ -206,6 +208,7 @@ class Bisector:
         config.verdict = verdict
         config.stopped, config.iterations, config.seconds = stopped, iterations, seconds
         config.python_slope, config.python_low = python_slope, python_low
+        config.malloc_slope = malloc_slope
         if config is self._baseline:
             self.stages = list(stages or [])
             self.attribution = attribution
@@ -236,8 +239,18 @@ class Bisector:
 
     # -- internals ------------------------------------------------------------------------------
     def _retention(self) -> bool:
-        """Did the baseline's growth turn out to be the allocator keeping freed memory?"""
-        return getattr(self.attribution, "kind", None) == "allocator"
+        """Did the baseline's growth turn out to be the allocator keeping freed memory?
+
+        The attribution says so when malloc_trim hands back half the growth; but memory freed
+        by something else during the run is handed back too. A leak through malloc keeps its
+        bytes in use, so when glibc counts them growing at half the RSS rate or more, it is not
+        retention whatever the trim returned."""
+        if getattr(self.attribution, "kind", None) != "allocator":
+            return False
+        base = self._baseline
+        held = base.malloc_slope if base is not None else None
+        rss_slope = float(getattr(base.verdict, "slope", 0.0) or 0.0) if base is not None else 0.0
+        return held is None or held < 0.5 * rss_slope
 
     def _python_leak(self) -> bool:
         """Is the baseline's leak one of Python objects (see the module's docstring)?"""
@@ -441,6 +454,7 @@ class _ConfigGuard:
         self.settle = settle
         self.python_threshold: float | None = None  # blocks/iteration, for a Python-object leak
         self._in_use0: tuple[int, int | None] | None = None  # (iteration, malloc's bytes in use)
+        self.malloc_slope: float | None = None  # bytes in use per iteration, after the run
         self._last: Any = None
         self._below = 0
         self._above = 0
@@ -450,7 +464,7 @@ class _ConfigGuard:
             watch.request_stop("seconds")
             return
         verdict = watch.verdict
-        if self.threshold is not None and self._in_use0 is None:
+        if self._in_use0 is None:
             self._in_use0 = (record.index, malloc_in_use())
         if self.threshold is None or verdict is self._last:
             return
@@ -476,6 +490,15 @@ class _ConfigGuard:
         self._above = self._above + 1 if leaking else 0
         if self._below >= 2 or (self._above >= 3 and watch.elapsed >= self.settle):
             watch.request_stop("confident")
+
+    def on_finish(self, watch: Any, result: Any) -> None:
+        """glibc's bytes in use per iteration over the run (None where not measured)."""
+        last = int(result.iteration_count) - 1
+        if self._in_use0 is None or self._in_use0[1] is None or last <= self._in_use0[0]:
+            return
+        in_use = malloc_in_use()
+        if in_use is not None:
+            self.malloc_slope = (in_use - self._in_use0[1]) / (last - self._in_use0[0])
 
     def _malloc_keeps_up(self, index: int) -> bool:
         """Has malloc handed out memory at the threshold rate since the start, whatever RSS
@@ -560,12 +583,14 @@ def _python_growth(result: Any) -> tuple[float | None, float | None]:
     return slope, low
 
 
-def _report(bisector: Bisector, config: Configuration, result: Any) -> None:
+def _report(bisector: Bisector, config: Configuration, result: Any, watch: Any) -> None:
     python_slope, python_low = _python_growth(result)
+    guard = next((o for o in watch.observers if isinstance(o, _ConfigGuard)), None)
     bisector.report(config, result.verdict, stages=result.stages, stopped=result.stopped,
                     iterations=result.iteration_count, seconds=result.elapsed,
                     python_slope=python_slope, python_low=python_low,
-                    attribution=getattr(result, "attribution", None))
+                    attribution=getattr(result, "attribution", None),
+                    malloc_slope=guard.malloc_slope if guard is not None else None)
     for note in getattr(result, "stage_notes", []) or []:
         if config.index == 0 and note not in bisector.notes:
             bisector.notes.append(note)
@@ -601,7 +626,7 @@ def bisect(
         if on_configuration is not None:
             on_configuration(config, watch)
         result = watch.run()
-        _report(bisector, config, result)
+        _report(bisector, config, result, watch)
         gc.collect()  # what the previous configuration freed should not count against the next
     return bisector.result()
 
@@ -628,6 +653,6 @@ async def bisect_async(
         if on_configuration is not None:
             on_configuration(config, watch)
         result = await watch.run_async()
-        _report(bisector, config, result)
+        _report(bisector, config, result, watch)
         gc.collect()
     return bisector.result()

@@ -157,6 +157,22 @@ def test_growth_the_allocator_hands_back_is_nothing_to_bisect():
     assert "3.0 MiB" in result.summary and "MALLOC_ARENA_MAX" in result.summary
 
 
+def test_a_leak_whose_bytes_stay_in_use_is_bisected_whatever_malloc_trim_returned():
+    # malloc_trim also hands back memory something else freed during the run; a leak through
+    # malloc keeps its bytes in use, and glibc's count of them says so.
+    result = drive(3, [{"s1@1"}], slope=lambda on: 2048.0)
+    b = Bisector()
+    stage_list = [Stage(id=f"s{i}@{i}", kind=f"s{i}", site=str(i), toggleable=True) for i in range(3)]
+    retention = SimpleNamespace(kind="allocator", reclaimed_bytes=3 * 2**20)
+    b.report(b.next_configuration(), Verdict("leak", slope=2048.0), stages=stage_list,
+             attribution=retention, malloc_slope=2000.0)
+    assert not b.done and b.configurations[0].reproduces
+    while (config := b.next_configuration()) is not None:
+        leak = config.on is not None and "s1@1" in config.on
+        b.report(config, Verdict("leak" if leak else "stable", slope=2048.0 if leak else 0.0))
+    assert b.result().culprit_ids == result.culprit_ids == ["s1@1"]
+
+
 def test_a_configuration_refilling_freed_memory_is_not_called_clean_early():
     # RSS can lag a leak that refills memory an earlier configuration freed; malloc's own count
     # of bytes handed out does not lag. Real mallocs, 64 KiB each, against a 32 KiB threshold.
