@@ -8,9 +8,9 @@
 How it decides (docs/stages.md says the same for users):
 
 1. **Baseline**: every stage on. No leak, or growth that ``malloc_trim`` hands back while
-   glibc's bytes in use do not grow with it (allocator retention) → nothing to bisect. The stages to search are the
-   ones this run recorded that can be switched off (or, if they only have parallelism, made
-   serial).
+   glibc's bytes in use do not grow with it (allocator retention) → nothing to bisect. The
+   stages to search are the ones this run recorded that can be switched off (or, if they only
+   have parallelism, made serial).
 2. **All off**: every searched stage off. Still leaking → the leak lies outside the stages (the
    source, the step body, the model); stop.
 3. **Delta debugging** over the set of stages that are on: split it in halves and keep a half
@@ -549,9 +549,16 @@ def _prepare(step: Callable, setup: Callable | None, iterations: int | None,
                 guard.python_threshold = slope_ratio * float(base.python_slope)
             # a leak that starts late in the baseline must get the chance to start here too
             guard.min_iterations = max(30, int(base.verdict.onset or 0) + 20)
-        # The baseline is explained as any watch is (its attribution tells allocator retention
-        # from a leak); the search's configurations only need their verdicts.
-        return Watch(spec, [guard, *observers], default_observers=config is bisector.configurations[0])
+        # The baseline's growth is attributed (malloc_trim tells allocator retention from a
+        # leak), without the object census: in a large heap its own allocations blur a short
+        # baseline (measured: a 60-iteration leak called inconclusive). The search's
+        # configurations only need their verdicts.
+        explain = []
+        if config is bisector.configurations[0]:
+            from .attribution import Tracker
+
+            explain = [Tracker(trace=spec.trace, lines=spec.lines, census=False)]
+        return Watch(spec, [*explain, guard, *observers], default_observers=False)
 
     return bisector, make_watch
 
