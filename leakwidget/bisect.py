@@ -493,24 +493,22 @@ class _ConfigGuard:
 
     def on_finish(self, watch: Any, result: Any) -> None:
         """glibc's bytes in use per iteration over the run (None where not measured)."""
-        last = int(result.iteration_count) - 1
-        if self._in_use0 is None or self._in_use0[1] is None or last <= self._in_use0[0]:
-            return
-        in_use = malloc_in_use()
-        if in_use is not None:
-            self.malloc_slope = (in_use - self._in_use0[1]) / (last - self._in_use0[0])
+        self.malloc_slope = self._in_use_rate(int(result.iteration_count) - 1)
 
     def _malloc_keeps_up(self, index: int) -> bool:
         """Has malloc handed out memory at the threshold rate since the start, whatever RSS
         says? Then RSS is only lagging: the leak is refilling memory an earlier configuration
         freed (measured: for the first quarter of a 20 s run, at half the true rate), and "not
         reproducing" would be a wrong early call."""
+        rate = self._in_use_rate(index)
+        return rate is not None and rate >= self.threshold
+
+    def _in_use_rate(self, index: int) -> float | None:
+        """glibc's bytes in use per iteration from the first iteration to ``index``."""
         if self._in_use0 is None or self._in_use0[1] is None or index <= self._in_use0[0]:
-            return False
+            return None
         in_use = malloc_in_use()
-        if in_use is None:
-            return False
-        return (in_use - self._in_use0[1]) / (index - self._in_use0[0]) >= self.threshold
+        return None if in_use is None else (in_use - self._in_use0[1]) / (index - self._in_use0[0])
 
 
 def _prepare(step: Callable, setup: Callable | None, iterations: int | None,

@@ -216,16 +216,14 @@ def _pairs(n: int) -> tuple[np.ndarray, np.ndarray]:
     a shuffle buffer of 64 KiB tensors, a leak the tool made itself. Temporaries freed at once
     do not do that; long-lived allocations freed later do.)
     """
+    if n > MAX_POINTS:
+        return np.triu_indices(n, 1)
     if not _PAIRS:
-        m = MAX_POINTS
-        j = np.repeat(np.arange(m), np.arange(m))
-        i = np.arange(j.size) - np.repeat(np.cumsum(np.arange(m)) - np.arange(m), np.arange(m))
+        i = np.concatenate([np.arange(k) for k in range(MAX_POINTS)])  # (0,1) (0,2) (1,2) (0,3)…
+        j = np.repeat(np.arange(MAX_POINTS), np.arange(MAX_POINTS))
         i.flags.writeable = j.flags.writeable = False
         _PAIRS.extend((i, j))
     count = n * (n - 1) // 2
-    if n > MAX_POINTS:
-        i, j = np.triu_indices(n, 1)
-        return i, j
     return _PAIRS[0][:count], _PAIRS[1][:count]
 
 
