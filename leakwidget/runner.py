@@ -34,6 +34,9 @@ MIN_AVAILABLE_FRACTION = 0.10  # stop when available memory falls under this sha
 RECORD_CAPACITY = 20_000
 VERDICT_INTERVAL = 0.5  # seconds between live verdicts, at least
 VERDICT_SHARE = 0.01  # and at most this share of the run spent on them
+IN_USE_SHARE = 0.01  # at most this share of the run spent reading malloc's bytes in use
+IN_USE_EVERY = 8  # ... or every this many iterations, if a reading costs under IN_USE_CHEAP
+IN_USE_CHEAP = 100e-6
 CONFIDENT_STREAK = 3  # consecutive confident live verdicts before stopping early
 MIN_ITERATIONS_FOR_CONFIDENT = 20
 MIN_SECONDS_FOR_CONFIDENT = 10.0  # buffers and autotuning settle within seconds: wait them out
@@ -111,6 +114,9 @@ class IterationRecord:
     duration: float
     blocks: int  # sys.getallocatedblocks() at the end
     blocks_delta: int  # its change during the iteration
+    # glibc malloc's bytes in use at the end (mallinfo2), or -1 where it was not read: it is
+    # read at most IN_USE_SHARE of the run's time, so fast steps have it every few iterations.
+    malloc_in_use: int = -1
 
 
 _FIELDS = [f.name for f in dataclasses.fields(IterationRecord)]
@@ -132,6 +138,7 @@ class RecordLog:
         "duration": np.float64,
         "blocks": np.int64,
         "blocks_delta": np.int64,
+        "malloc_in_use": np.int64,
     }
 
     def __init__(self, capacity: int = RECORD_CAPACITY) -> None:
@@ -140,7 +147,8 @@ class RecordLog:
         self.n = 0
         self.total = 0
 
-    def append(self, index, start, end, rss, peak_rss, duration, blocks, blocks_delta) -> None:
+    def append(self, index, start, end, rss, peak_rss, duration, blocks, blocks_delta,
+               malloc_in_use=-1) -> None:
         if self.n == self.capacity:
             self._thin()
         i = self.n
@@ -153,6 +161,7 @@ class RecordLog:
         c["duration"][i] = duration
         c["blocks"][i] = blocks
         c["blocks_delta"][i] = blocks_delta
+        c["malloc_in_use"][i] = malloc_in_use
         self.n += 1
         self.total += 1
 
@@ -360,6 +369,9 @@ class Watch:
         self._in_step = False
         self._injected = False
         self._blocks: int | None = None
+        self._next_in_use_t = -math.inf  # None once malloc_in_use() is known not to work
+        self._in_use_cost: float | None = None
+        self._in_use_index = 0
         self._main_tid = threading.get_ident()
         self._started = False
         self._finished: WatchResult | None = None
@@ -553,9 +565,10 @@ class Watch:
                 peak = self.sampler.buffer.max_since(t_start - self._t0) or rss1
             peak = max(peak, rss1, rss0)
             self._max_rise = max(self._max_rise, peak - rss0)
+            in_use = self._read_in_use(t_end)
             self.log.append(
                 i, t_start - self._t0, t_end - self._t0, rss1, peak, t_end - t_start,
-                blocks1, blocks1 - blocks0,
+                blocks1, blocks1 - blocks0, in_use,
             )
             self.index = i + 1
             if self.live_verdict and t_end >= self._next_verdict_t:
@@ -571,7 +584,7 @@ class Watch:
             if self.observers:
                 rec = IterationRecord(
                     i, t_start - self._t0, t_end - self._t0, rss1, peak, t_end - t_start,
-                    blocks1, blocks1 - blocks0,
+                    blocks1, blocks1 - blocks0, in_use,
                 )
                 for ob in self.observers:
                     if hasattr(ob, "on_iteration"):
@@ -588,6 +601,37 @@ class Watch:
             return False
         return True
 
+    def _read_in_use(self, t_end: float) -> int:
+        """malloc's bytes in use now, or -1 when it is not time yet (or glibc cannot say).
+
+        mallinfo2 walks every arena's free lists (30 µs to 2 ms in a TensorFlow process), so
+        it is read at most IN_USE_SHARE of the run's time, spaced by its own measured cost (a
+        running estimate, so that one slow walk does not leave a short run without readings),
+        or every IN_USE_EVERY iterations when a reading is cheap.
+        """
+        if self._next_in_use_t is None:
+            return -1
+        if t_end < self._next_in_use_t:
+            # ... but at least every IN_USE_EVERY iterations while a walk is cheap, so that a
+            # short run of fast steps has enough readings for the verdict.
+            cheap = self._in_use_cost is not None and self._in_use_cost < IN_USE_CHEAP
+            if not cheap or self.index - self._in_use_index < IN_USE_EVERY:
+                return -1
+        self._in_use_index = self.index
+        if self._in_use_cost is None and _sampler.malloc_in_use() is None:
+            self._next_in_use_t = None  # (this first call also loads the function: not timed)
+            return -1
+        t = time.perf_counter()
+        value = _sampler.malloc_in_use()
+        if value is None:
+            self._next_in_use_t = None
+            return -1
+        cost = time.perf_counter() - t
+        est = self._in_use_cost
+        self._in_use_cost = cost if est is None else 0.8 * est + 0.2 * min(cost, 4 * est)
+        self._next_in_use_t = t_end + self._in_use_cost / IN_USE_SHARE
+        return value
+
     def _decide(self) -> Verdict:
         log = self.log
         headroom = self._headroom
@@ -599,7 +643,7 @@ class Watch:
         return decide(
             log.column("index"), log.column("rss"), durations=log.column("duration"),
             warmup=self.spec.warmup, headroom=headroom, blocks=log.column("blocks"),
-            peaks=log.column("peak_rss"),
+            peaks=log.column("peak_rss"), in_use=log.column("malloc_in_use"),
         )
 
     def _teardown(self) -> None:

@@ -24,6 +24,12 @@ How it is decided, in plain words (the README repeats this for users):
    objects that keep accumulating (the allocator's block count) are a leak even before RSS shows
    it, when freed memory is reused. The onset candidates include the knee of a "rise, then
    slower" fit, and when a later start shows a clearly slower rate, that current rate is used.
+   When nothing in use grew with RSS (glibc malloc's bytes in use, read at checkpoints, and
+   Python's block count both flat), the growth is the allocator taking more room for the same
+   data. Fragmentation does that in a few steps that become rarer, so such growth must also be
+   spread over at least 12 rises' worth of steps (the effective number of rises, (Σd)²/Σd² over
+   the iteration-to-iteration rises d): steady allocator growth, which does run a process out of
+   memory, still is a leak.
 4. **Plateau**: the best "rise, then flat" fit has a flat part at least half as long as the
    rise, whose slope (95% upper bound) is under a quarter of the rise's; the rise is well above
    the noise and at least 1 MiB. A long or several-step warm-up counts as the start of the fill.
@@ -53,6 +59,8 @@ STABLE_HORIZON_S = 24 * 3600.0
 KINDS = ("leak", "plateau", "stable", "inconclusive")
 MIN_LEAK_GROWTH = 1024 * 1024  # a leak must have added at least this much during the run
 BLOCK_BYTES = 64  # a typical pymalloc block (objects of 49–64 B): turns block counts into bytes
+MIN_RISES_UNEXPLAINED = 12  # rises growth needs when nothing in use grows with it (see 3.)
+LIVE_SHARE = 0.25  # growth is "in use" when malloc's bytes or Python's blocks grow this fast
 
 
 @dataclass
@@ -379,6 +387,45 @@ def _leak_test(x: np.ndarray, y: np.ndarray, onset: float, min_growth: float) ->
     return _LeakTest(start, trend, h2, sustained, is_leak, material)
 
 
+def effective_rises(y: np.ndarray) -> float:
+    """How many equal rises the growth of ``y`` amounts to: (Σd)²/Σd² over its rises d.
+
+    n equal rises count n; growth carried by one jump counts 1, however many tiny rises
+    surround it. The allocator's fragmentation steps are few and large; a leak adds a little in
+    most iterations.
+    """
+    d = np.diff(np.asarray(y, dtype=float))
+    d = d[d > 0]
+    return float(d.sum() ** 2 / np.dot(d, d)) if d.size else 0.0
+
+
+def _in_use_grows(x, rss, in_use, blocks, onset: float, rss_slope: float) -> bool | None:
+    """Did anything in use grow along with RSS since ``onset``?
+
+    True when Python's block count or glibc malloc's bytes in use grew at LIVE_SHARE of the RSS
+    slope or more; False when malloc's count (read at 4 points at least) did not; None when it
+    was not read (no glibc 2.33+, or too few checkpoints) or cannot be the process's heap (under
+    2% of RSS: jemalloc or tcmalloc preloaded serve malloc, and glibc's count stays flat).
+    """
+    keep = x >= onset
+    if blocks is not None:
+        b = np.asarray(blocks, dtype=float)[keep]
+        bt = theil_sen(*_bucket(x[keep], b, max(1, math.ceil(b.size / MAX_POINTS))))
+        if bt.low > 0 and bt.slope * BLOCK_BYTES >= LIVE_SHARE * rss_slope:
+            return True
+    if in_use is None:
+        return None
+    u = np.asarray(in_use, dtype=float)[keep]
+    read = u >= 0
+    if read.sum() < 4:
+        return None
+    ux, uy = x[keep][read], u[read]
+    if np.median(uy) < 0.02 * float(np.median(rss[keep])):
+        return None
+    ut = theil_sen(*_bucket(ux, uy, max(1, math.ceil(ux.size / MAX_POINTS))))
+    return ut.slope >= LIVE_SHARE * rss_slope
+
+
 # ---------------------------------------------------------------------------------------------
 # The decision
 
@@ -392,6 +439,7 @@ def decide(
     headroom: float | None = None,
     blocks=None,
     peaks=None,
+    in_use=None,
 ) -> Verdict:
     """Decide leak / plateau / stable / inconclusive from per-iteration end-of-iteration RSS.
 
@@ -403,6 +451,8 @@ def decide(
     RSS does not grow yet because the process is reusing memory it freed earlier. ``peaks``, the
     highest RSS during each iteration: growth smaller than what one iteration allocates and
     frees again is what the allocator may simply be holding on to, so it is not called a leak.
+    ``in_use``, glibc malloc's bytes in use at the end of each iteration (-1 where not read):
+    RSS growth that nothing in use follows must come in many rises to be a leak (see 3. above).
     """
     x_all = np.asarray(index, dtype=float)
     y_all = np.asarray(rss, dtype=float)
@@ -462,7 +512,22 @@ def decide(
         transient = np.asarray(peaks, dtype=float)[post] - y
         min_growth = max(min_growth, float(np.median(transient)))
     tests = [_leak_test(x, y, s, min_growth) for s in starts]
-    passing = [t for t in tests if t.is_leak]
+    b_post = None if blocks is None or np.asarray(blocks).size != n_all else np.asarray(blocks)[post]
+    u_post = None if in_use is None or np.asarray(in_use).size != n_all else np.asarray(in_use)[post]
+    unexplained = None  # (growth, rises) of RSS growth nothing in use followed, in too few rises
+
+    def explained(t: _LeakTest) -> bool:
+        nonlocal unexplained
+        if _in_use_grows(x, y, u_post, b_post, t.onset, t.trend.slope) is not False:
+            return True
+        rises = effective_rises(y[x >= t.onset])
+        if rises >= MIN_RISES_UNEXPLAINED:
+            return True
+        if unexplained is None:
+            unexplained = (t.trend.slope * (float(x[-1]) - t.onset), rises)
+        return False
+
+    passing = [t for t in tests if t.is_leak and explained(t)]
     chosen = passing[0] if passing else tests[0]
     for t in passing[1:]:
         # Growth that has slowed down since the onset (caches warming up on top of a slower
@@ -474,7 +539,7 @@ def decide(
         if slower or tighter:
             chosen = t
     onset, trend, h2, sustained = chosen.onset, chosen.trend, chosen.h2, chosen.sustained
-    is_leak = chosen.is_leak
+    is_leak = bool(passing)
     room = float(headroom) if headroom else None
     negligible = (room / iters_per_horizon) if room else 1024.0
 
@@ -668,7 +733,14 @@ def decide(
         onset=int(round(onset)),
     )
     v.fit = fill_from(trend, onset, float(x[-1]))
-    if trend.low_decide > 0 and sustained and not chosen.material:
+    if unexplained is not None:
+        grown, rises = unexplained
+        reason = (
+            f"memory grew by {format_bytes(grown)}, in steps worth only {rises:.0f} equal rises, "
+            "while nothing in use grew (malloc's bytes in use and Python's objects stayed flat): "
+            "the allocator taking more room for the same data, which usually levels off"
+        )
+    elif trend.low_decide > 0 and sustained and not chosen.material:
         reason = (
             f"memory grew steadily but only by {format_bytes(trend.slope * (x[-1] - onset))}, "
             f"too little to call a leak (at least {format_bytes(min_growth)}: 1 MiB, or what "

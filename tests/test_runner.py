@@ -54,6 +54,20 @@ def test_setup_state_is_passed_to_step_and_records_are_complete():
         assert isinstance(rec.blocks_delta, int)
 
 
+@pytest.mark.skipif(sampler.malloc_in_use() is None, reason="needs glibc 2.33+ (mallinfo2)")
+def test_malloc_bytes_in_use_are_read_at_checkpoints_and_follow_a_native_leak():
+    # 256 KiB per iteration through ctypes malloc: what the verdict compares RSS growth with.
+    setup, step = ex.native_leak(256 * KiB)
+    r = Watch(WatchSpec(step, setup=setup, iterations=60), default_observers=False).run()
+    in_use = r.column("malloc_in_use")
+    read = in_use >= 0
+    assert read.sum() >= 60 // runner.IN_USE_EVERY, in_use
+    x = r.column("index")[read]
+    slope = np.polyfit(x, in_use[read].astype(float), 1)[0]
+    assert 0.9 * 256 * KiB < slope < 1.2 * 256 * KiB, slope
+    assert all(rec.malloc_in_use == v for rec, v in zip(r.iterations, in_use, strict=True))
+
+
 def test_samples_are_taken_at_100_hz_or_more():
     import time
 
