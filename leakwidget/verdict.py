@@ -675,9 +675,17 @@ def decide(
     # --- stable --------------------------------------------------------------------------
     flat_all = overall.low <= 0 and overall.high < max(negligible, 64.0)
     flat_since_step = step_up is not None and step_up[3].high < max(negligible, 64.0)
-    if flat_all or flat_since_step:
-        tr = overall if flat_all else step_up[3]
-        level = float(np.median(by)) if flat_all else float(step_up[3].intercept + step_up[3].slope * x[-1])
+    # A long warm-up that was a fill, and flat since by the plateau rule (under a quarter of
+    # the fill's rate), even if a few stray pages since keep it from being "stable" at a fast
+    # step's rate of iterations.
+    warm_fill = float(np.median(by)) - float(y_all[0])
+    filled_in_warmup = (long_warmup and warm_fill >= max(MIN_LEAK_GROWTH, 4 * sigma)
+                        and overall.high < 0.25 * warm_fill / max(w, 1)
+                        and overall.high * (x[-1] - x[0]) < warm_fill)
+    if flat_all or flat_since_step or filled_in_warmup:
+        use_all = flat_all or not flat_since_step
+        tr = overall if use_all else step_up[3]
+        level = float(np.median(by)) if use_all else float(step_up[3].intercept + step_up[3].slope * x[-1])
         # A warm-up that is really a fill (many iterations, a material rise) is a plateau:
         # a cache or buffer filling during the first iterations and full since.
         fill = level - float(y_all[0])
