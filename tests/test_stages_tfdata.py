@@ -195,6 +195,56 @@ def test_interleave_off_is_sequential_and_serial_keeps_the_cycle(tfrecords):
     assert by_kind(sess, "interleave").state == "serial"
 
 
+def build_experimental(files: list[str]):
+    # The deprecated forms many reported pipelines use, applied as their issues write them.
+    names = tf.data.Dataset.from_tensor_slices(files)
+    ds = names.apply(tf.data.experimental.parallel_interleave(  # <parallel_interleave>
+        tf.data.TFRecordDataset, cycle_length=3, sloppy=True))
+    return ds.apply(tf.data.experimental.map_and_batch(  # <map_and_batch>
+        lambda r: (tf.py_function(_count, [r], tf.string), tf.strings.length(r)),
+        batch_size=4, num_parallel_calls=2))
+
+
+def test_experimental_parallel_interleave_and_map_and_batch_are_stages(tfrecords):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # their deprecation notices
+        with stages.session() as sess:
+            on = [(list(a.numpy()), list(b.numpy())) for a, b in build_experimental(tfrecords)]
+        interleave, mapped = by_kind(sess, "interleave"), by_kind(sess, "map")
+        assert interleave.id == f"interleave@{THIS}:{line_of('parallel_interleave')}"
+        assert interleave.args["form"] == "tf.data.experimental.parallel_interleave"
+        assert mapped.id == f"map@{THIS}:{line_of('map_and_batch')}"
+        assert mapped.args["batch_size"] == "4" and mapped.args["python"] == "tf.py_function"
+        assert interleave.id in mapped.inputs and interleave.toggleable and mapped.parallel
+        assert sorted(r for batch, _ in on for r in batch) == sorted(
+            f"{i}-{j}".encode() for i in range(3) for j in range(20))
+
+        PY_CALLS.clear()
+        with stages.session(off=["interleave", "map"]):
+            off = [(list(a.numpy()), list(b.numpy())) for a, b in build_experimental(tfrecords)]
+    # Interleave off: one file after the other; map off: every element is the first output,
+    # still batched by 4 (60 records, 15 batches), and the function ran once.
+    assert off == [([b"0-0"] * 4, [3] * 4)] * 15
+    assert len(PY_CALLS) == 1
+
+
+def test_compat_v1_pipelines_are_recorded_and_toggled(tfrecords):
+    # tf.compat.v1's datasets wrap the v2 methods (and build map themselves): the stages are
+    # the user's lines all the same, and an off map still gives a v1 dataset.
+    def build():
+        ds = tf.compat.v1.data.TFRecordDataset(tfrecords)  # <v1_source>
+        return ds.shuffle(8).map(tf.strings.length).batch(4)  # <v1_chain>
+
+    with stages.session(off=["map", "shuffle"]) as sess:
+        it = tf.compat.v1.data.make_one_shot_iterator(build())
+        first = it.get_next().numpy().tolist()
+    chain = f"{THIS}:{line_of('v1_chain')}"
+    assert {s.id: s.state for s in sess.stages if "@" in s.id} == {
+        f"TFRecordDataset@{THIS}:{line_of('v1_source')}": "on", f"shuffle@{chain}": "off",
+        f"map@{chain}": "off", f"batch@{chain}": "on"}
+    assert first == [3, 3, 3, 3]  # len(b"0-0"), the first record, for every element
+
+
 def test_tfrecord_reader_off_reads_one_file_at_a_time(tfrecords):
     with stages.session(off=["TFRecordDataset"]) as sess:
         out = values(tf.data.TFRecordDataset(tfrecords, num_parallel_reads=3))

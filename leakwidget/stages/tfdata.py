@@ -11,9 +11,11 @@ Neutral substitutes ("off") keep the element structure so the rest of the pipeli
 
 =====================  ===================================================================
 prefetch/shuffle/cache  pass-through (``take(-1)``, which tf.data's noop elimination drops)
-interleave              ``flat_map``: one input at a time
+interleave              ``flat_map``: one input at a time (experimental ``parallel_interleave``:
+                        ``cycle_length=1``, nothing prefetched)
 map                     the function runs once per iterator; every element becomes that first
-                        output (``zip(input, first.cache().repeat())``), cardinality kept
+                        output (``zip(input, first.cache().repeat())``), cardinality kept;
+                        experimental ``map_and_batch`` the same, still batched
 TFRecordDataset         one reader (``num_parallel_reads=None``)
 sample/choose_from_…    the first input only
 serial                  ``num_parallel_calls=None`` (sequential and deterministic)
@@ -58,6 +60,16 @@ _TRANSPARENT = (
     "/python/data/experimental/ops/interleave_ops.py",
 )
 
+# (file, qualified function name prefix) of frames that only forward the user's call:
+# ``ds.apply(f)``, the ``_apply_fn`` closures of tf.data.experimental.map_and_batch and
+# parallel_interleave, and tf.compat.v1's datasets, whose methods wrap the v2 ones.
+_TRANSPARENT_FUNCTIONS = (
+    ("/python/data/ops/dataset_ops.py", "DatasetV2.apply"),
+    ("/python/data/ops/dataset_ops.py", "DatasetV1."),
+    ("/python/data/ops/readers.py", "TFRecordDatasetV1."),
+    ("/python/data/experimental/ops/batching.py", "map_and_batch"),
+)
+
 _local = threading.local()  # .inner: stack of lists of stage ids recorded inside a call
 
 
@@ -76,10 +88,15 @@ def _called_by_user(depth: int) -> bool:
         norm = name.replace("\\", "/")
         if "/tensorflow/" not in norm or "/autograph/" in norm:
             return True
-        if not norm.endswith(_TRANSPARENT):
+        if not norm.endswith(_TRANSPARENT) and not _forwards(frame.f_code, norm):
             return False
         frame = frame.f_back
     return True
+
+
+def _forwards(code: Any, norm: str) -> bool:
+    qualname = getattr(code, "co_qualname", code.co_name)  # Python 3.11+ has the class too
+    return any(norm.endswith(f) and qualname.startswith(q) for f, q in _TRANSPARENT_FUNCTIONS)
 
 
 def _upstream(datasets: list[Any], known: set[str], limit: int = 200) -> list[str]:
@@ -165,6 +182,9 @@ def install(session: StageSession) -> Patches:
 
     D = dataset_ops.DatasetV2
     R = readers.TFRecordDatasetV2
+    legacy = _legacy_classes()
+    legacy["v1"] = getattr(dataset_ops, "DatasetV1", None)
+    legacy["v1_adapter"] = getattr(dataset_ops, "DatasetV1Adapter", None)
     raw = {n: D.__dict__[n] for n in (
         "prefetch", "shuffle", "cache", "map", "interleave", "batch", "padded_batch", "repeat",
         "from_generator", "sample_from_datasets", "choose_from_datasets", "flat_map", "take",
@@ -176,7 +196,7 @@ def install(session: StageSession) -> Patches:
     patches = Patches()
     py_checked: set[str] = set()
     try:
-        _install(session, patches, D, R, fn, zip_, options_cls, py_checked)
+        _install(session, patches, D, R, fn, zip_, options_cls, py_checked, legacy)
     except BaseException:
         patches.restore()  # all or nothing
         raise
@@ -184,7 +204,9 @@ def install(session: StageSession) -> Patches:
 
 
 def _install(session: StageSession, patches: Patches, D: Any, R: Any, fn: dict[str, Any],
-             zip_: Any, options_cls: Any, py_checked: set[str]) -> None:
+             zip_: Any, options_cls: Any, py_checked: set[str], legacy: dict[str, Any]) -> None:
+    V1, V1_adapter = legacy.pop("v1", None), legacy.pop("v1_adapter", None)
+
     def passthrough(ds: Any) -> Any:
         return fn["take"](ds, -1)
 
@@ -274,30 +296,65 @@ def _install(session: StageSession, patches: Patches, D: Any, R: Any, fn: dict[s
             return None  # empty: so is the map's output
         return fn["repeat"](fn["cache"](fn["take"](ds, 1)))
 
-    def build_map(func: Any, bound: Any, site: Any) -> tuple[Stage, Any]:
-        a = bound.arguments
-        npc = a.get("num_parallel_calls")
-        shown = {"map_func": a["map_func"]}
-        if npc is not None:
-            shown["num_parallel_calls"] = npc
-        stage = record("map", site, a, shown, [a["self"]], True, npc is not None)
+    def map_builder(serial_changes: dict[str, Any], adapt: Any) -> Any:
+        """``map``'s recorder; ``adapt`` turns a substitute into the caller's dataset type."""
+        def build_map(func: Any, bound: Any, site: Any) -> tuple[Stage, Any]:
+            a = bound.arguments
+            npc = a.get("num_parallel_calls")
+            shown = {"map_func": a["map_func"]}
+            if npc is not None:
+                shown["num_parallel_calls"] = npc
+            stage = record("map", site, a, shown, [a["self"]], True, npc is not None)
 
-        def serial() -> Any:
-            return call(func, bound, num_parallel_calls=None, deterministic=None,
-                        use_unbounded_threadpool=False)
+            def serial() -> Any:
+                return call(func, bound, **serial_changes)
 
-        if stage.state == "off":
-            first = first_output_source(stage, serial, a["self"])
-            if first is None:
-                ds = serial()
-            else:
-                ds = fn["map"](zip_((a["self"], first)), lambda _element, constant: constant)
+            if stage.state == "off":
+                first = first_output_source(stage, serial, a["self"])
+                if first is None:
+                    ds = serial()
+                else:
+                    ds = adapt(fn["map"](zip_((a["self"], first)), lambda _element, constant: constant))
+                return stage, _tag(ds, stage)
+            ds = func(**a) if stage.state == "on" else serial()
+            check_python(stage, ds)
             return stage, _tag(ds, stage)
-        ds = func(**a) if stage.state == "on" else serial()
-        check_python(stage, ds)
-        return stage, _tag(ds, stage)
+        return build_map
 
-    wrap(D, "map", "map", build_map)
+    wrap(D, "map", "map", map_builder(
+        {"num_parallel_calls": None, "deterministic": None, "use_unbounded_threadpool": False},
+        lambda ds: ds))
+    if V1 is not None and "map" in V1.__dict__:
+        # tf.compat.v1's map builds its dataset itself rather than through the v2 method.
+        wrap(V1, "map", "map", map_builder({"num_parallel_calls": None, "deterministic": None},
+                                           V1_adapter))
+
+    # tf.data.experimental.map_and_batch(...) through .apply: a map (same states) that batches.
+    def build_map_and_batch(func: Any, bound: Any, site: Any) -> tuple[Stage, None]:
+        a = bound.arguments
+        upstream = a["input_dataset"]
+        npc = a.get("num_parallel_calls")
+        shown = {"form": "tf.data.experimental.map_and_batch", "map_func": a["map_func"],
+                 "batch_size": a["batch_size"], "num_parallel_calls": npc}
+        stage = record("map", site, a, shown, [upstream], True, True)
+        if stage.state == "off":
+            first = first_output_source(stage, lambda: fn["map"](upstream, a["map_func"]), upstream)
+            if first is None:
+                call(func, bound, num_parallel_calls=1)
+            else:
+                call(func, bound, input_dataset=zip_((upstream, first)), num_parallel_calls=1,
+                     map_func=lambda _element, constant: constant)
+        else:
+            if stage.state == "serial":
+                call(func, bound, num_parallel_calls=1)
+            else:
+                func(**a)
+            check_python(stage, a["self"])
+        _tag(a["self"], stage)
+        return stage, None
+
+    if "map_and_batch" in legacy:
+        wrap(legacy["map_and_batch"], "__init__", "map", build_map_and_batch)
 
     # -- interleave ---------------------------------------------------------------------------
     def build_interleave(func: Any, bound: Any, site: Any) -> tuple[Stage, Any]:
@@ -317,6 +374,28 @@ def _install(session: StageSession, patches: Patches, D: Any, R: Any, fn: dict[s
         return stage, _tag(ds, stage)
 
     wrap(D, "interleave", "interleave", build_interleave)
+
+    # tf.data.experimental.parallel_interleave(...) through .apply: cycle_length workers. Off
+    # is one input at a time (cycle_length 1, nothing prefetched: flat_map's order); it has no
+    # serial form that keeps the cycle, so it is on or off.
+    def build_parallel_interleave(func: Any, bound: Any, site: Any) -> tuple[Stage, None]:
+        a = bound.arguments
+        shown = {"form": "tf.data.experimental.parallel_interleave", "map_func": a["map_func"],
+                 "cycle_length": a["cycle_length"]}
+        for k in ("block_length", "sloppy", "buffer_output_elements", "prefetch_input_elements"):
+            if a.get(k) is not None:
+                shown[k] = a[k]
+        stage = record("interleave", site, a, shown, [a["input_dataset"]], True, False)
+        if stage.state == "off":
+            call(func, bound, cycle_length=1, block_length=1, sloppy=False,
+                 buffer_output_elements=1, prefetch_input_elements=0)
+        else:
+            func(**a)
+        _tag(a["self"], stage)
+        return stage, None
+
+    if "parallel_interleave" in legacy:
+        wrap(legacy["parallel_interleave"], "__init__", "interleave", build_parallel_interleave)
 
     # -- batch: structure stays, parallelism can go --------------------------------------------
     def build_batch(func: Any, bound: Any, site: Any) -> tuple[Stage, Any]:
@@ -423,6 +502,25 @@ def _install(session: StageSession, patches: Patches, D: Any, R: Any, fn: dict[s
     patches.replace(D, "_apply_debug_options", apply_debug_options)
 
 
+def _legacy_classes() -> dict[str, Any]:
+    """The dataset classes behind tf.data.experimental's map_and_batch and parallel_interleave
+    (deprecated, still in many reported pipelines), where this TensorFlow has them."""
+    out: dict[str, Any] = {}
+    try:
+        from tensorflow.python.data.experimental.ops import batching
+
+        out["map_and_batch"] = batching._MapAndBatchDataset
+    except (ImportError, AttributeError):
+        pass
+    try:
+        from tensorflow.python.data.ops import readers
+
+        out["parallel_interleave"] = readers.ParallelInterleaveDataset
+    except (ImportError, AttributeError):
+        pass
+    return out
+
+
 def _options_class() -> Any:
     try:
         from tensorflow.python.data.ops import options as options_lib
@@ -440,5 +538,7 @@ def patched_attributes() -> list[tuple[Any, str]]:
     names = ("prefetch", "shuffle", "cache", "map", "interleave", "batch", "padded_batch",
              "repeat", "from_generator", "sample_from_datasets", "choose_from_datasets",
              "_apply_debug_options")
-    return [(D, n) for n in names] + [(readers.TFRecordDatasetV2, "__init__")]
+    return ([(D, n) for n in names] + [(readers.TFRecordDatasetV2, "__init__")]
+            + [(cls, "__init__") for cls in _legacy_classes().values()]
+            + [(dataset_ops.DatasetV1, "map")])
 
