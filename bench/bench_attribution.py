@@ -27,7 +27,8 @@ import time
 
 import numpy as np
 
-from leakwidget.runner import Watch, WatchSpec
+from leakwidget.engine.spec import WatchSpec
+from leakwidget.engine.watch import Watch
 
 _A = np.random.default_rng(0).random((96, 96))
 

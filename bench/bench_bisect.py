@@ -24,9 +24,9 @@ import time
 import numpy as np
 
 import leakwidget
-from leakwidget.bisect import Bisector
+from leakwidget.engine.search import Bisector
+from leakwidget.engine.verdict import Verdict
 from leakwidget.stages import Stage
-from leakwidget.verdict import Verdict
 
 
 def oracle_cost(k: int, culprits: set[int], all_off_first: bool) -> tuple[int, list[str]]:

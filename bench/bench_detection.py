@@ -25,11 +25,12 @@ _CHILD = r"""
 import json, sys
 import numpy as np
 from leakwidget import examples as ex
-from leakwidget.runner import Watch, WatchSpec
-from leakwidget.verdict import decide
+from leakwidget.engine.spec import WatchSpec
+from leakwidget.engine.watch import Watch
+from leakwidget.engine.verdict import decide
 rate, noise, nmax = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 setup, step = ex.numpy_leak(rate, noise=noise, seed=7)
-r = Watch(WatchSpec(step, setup=setup, iterations=nmax), default_observers=False).run()
+r = Watch(WatchSpec(step, setup=setup, iterations=nmax), tracker=False).run()
 x, y, b = r.column("index"), r.column("rss").astype(float), r.column("blocks")
 first = None
 n = 8
@@ -57,7 +58,8 @@ def detection_row(rate: int, noise: int) -> dict:
 
 def false_leaks(runs: int) -> list[tuple[str, int, int]]:
     from leakwidget import examples as ex
-    from leakwidget.runner import Watch, WatchSpec
+    from leakwidget.engine.spec import WatchSpec
+    from leakwidget.engine.watch import Watch
 
     cases = [
         ("list capped at 20 (60 it.)", lambda n, s: ex.capped_list(256 * KiB, 20, noise=n, seed=s), 60),
@@ -70,7 +72,7 @@ def false_leaks(runs: int) -> list[tuple[str, int, int]]:
             leaks = 0
             for seed in range(runs):
                 setup, step = factory(noise, seed)
-                r = Watch(WatchSpec(step, setup=setup, iterations=iters), default_observers=False).run()
+                r = Watch(WatchSpec(step, setup=setup, iterations=iters), tracker=False).run()
                 leaks += r.verdict.kind == "leak"
             rows.append((f"{name}, noise {noise // MiB} MiB", leaks, runs))
     return rows
@@ -80,7 +82,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=20)
     a = p.parse_args()
-    from leakwidget.verdict import MIN_LEAK_GROWTH
+    from leakwidget.engine.verdict import MIN_LEAK_GROWTH
     print("Iterations until the verdict first says leak (numpy arrays kept alive)\n")
     print("| leak/iteration | noise | σ measured | first 'leak' at | LS bound | 1 MiB floor | final slope | error |")
     print("|---|---|---|---|---|---|---|---|")

@@ -13,7 +13,8 @@ import argparse
 import statistics
 import time
 
-from leakwidget.runner import Watch, WatchSpec
+from leakwidget.engine.spec import WatchSpec
+from leakwidget.engine.watch import Watch
 
 _WORK = 1
 

@@ -10,62 +10,102 @@ or from Python::
     result = leakwidget.watch(step, setup=make_state, seconds=30)
     result.verdict.kind      # "leak", "plateau", "stable" or "inconclusive"
 
-Importing this package imports neither IPython nor TensorFlow: the magics, the widget and the
-tf.data stages load only when used.
+The house has three floors, arrows pointing down: ``notebook`` (magics, click delivery,
+dashboard) → ``report`` (static pictures) → ``engine`` (sampling, loop, verdict, attribution,
+bisection) → ``stages`` (tf.data patches, ``@stage``). Importing this package imports neither
+IPython nor TensorFlow: the notebook floor loads only when used.
 """
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+import sys
+from collections.abc import Callable, Iterable, Sequence
 
-# Imported eagerly (numpy only, no IPython or TensorFlow): the function shares its name with the
-# submodule, and a lazy import of the submodule would replace the package attribute.
-from .bisect import bisect  # noqa: E402
+from . import report  # registers the static chart of a result (numpy only)
+from .engine.bisect import bisect
+from .engine.observer import Observer
+from .engine.result import WatchResult
+from .engine.spec import WatchSpec
+from .engine.units import parse_size
+from .engine.watch import Watch
+from .stages.user import stage
+
+__version__ = "0.1.0"
 
 __all__ = [
     "__version__",
-    "watch",
     "bisect",
-    "stage",
-    "parse_size",
     "load_ipython_extension",
+    "parse_size",
+    "report",
+    "stage",
     "unload_ipython_extension",
+    "watch",
 ]
 
 
-def watch(*args, **kwargs):
-    from .runner import watch as _watch
+def watch(
+    step: Callable,
+    setup: Callable | None = None,
+    iterations: int | None = None,
+    seconds: float | None = None,
+    warmup: int | None = None,
+    max_rss: int | str | None = None,
+    widget: bool | Observer | None = None,
+    *,
+    off: Iterable[str] | str = (),
+    serial: Iterable[str] | str = (),
+    trace: bool = False,
+    lines: bool = False,
+    label: str = "",
+    observers: Sequence[Observer] = (),
+) -> WatchResult:
+    """Run ``step`` repeatedly while sampling memory, and decide whether it leaks.
 
-    return _watch(*args, **kwargs)
+    ``setup()`` runs once and its return value is passed to ``step(state)``; without setup,
+    ``step()`` takes no argument. Runs until ``iterations`` or ``seconds``; with neither, until
+    the verdict is confident or 60 s pass. ``max_rss`` ("2GiB", "500M" or bytes) stops the run
+    before the process grows past it. ``widget``: None shows the live dashboard when running in
+    a Jupyter kernel, False never, True always, or pass a dashboard to reuse.
+    """
+    spec = WatchSpec(
+        step=step, setup=setup, iterations=iterations, seconds=seconds, warmup=warmup,
+        max_rss=parse_size(max_rss) if max_rss is not None else None,
+        off=off, serial=serial, trace=trace, lines=lines, label=label,
+    )
+    view = _view(widget)
+    return Watch(spec, [*observers, *([view] if view is not None else [])]).run()
 
 
-watch.__doc__ = "Run a step repeatedly and decide whether memory leaks; see leakwidget.runner.watch."
+def _view(widget: bool | Observer | None) -> Observer | None:
+    if widget is False or (widget is None and not _in_kernel()):
+        return None
+    if widget is None or widget is True:
+        from .notebook.dashboard import show_dashboard
+
+        return show_dashboard()
+    return widget
 
 
-def stage(*args, **kwargs):
-    from .stages.user import stage as _stage
+def _in_kernel() -> bool:
+    """True inside a Jupyter kernel (where a front end may render widgets)."""
+    if "IPython" not in sys.modules:
+        return False
+    from IPython import get_ipython
 
-    return _stage(*args, **kwargs)
-
-
-stage.__doc__ = "Declare a function as a toggleable pipeline stage; see leakwidget.stages.user."
-
-
-def parse_size(value):
-    from .runner import parse_size as _parse_size
-
-    return _parse_size(value)
+    shell = get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
 
 
 def load_ipython_extension(ipython) -> None:
     """%load_ext leakwidget: register %%leakwatch / %leakwatch."""
-    from .magics import load
+    from .notebook.magics import load
 
     load(ipython)
 
 
 def unload_ipython_extension(ipython) -> None:
     """%unload_ext leakwidget: undo everything loading did."""
-    from .magics import unload
+    from .notebook.magics import unload
 
     unload(ipython)

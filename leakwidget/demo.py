@@ -14,7 +14,7 @@ import sys
 import time
 
 from . import examples as ex
-from .runner import watch
+from . import watch
 
 KiB = 1024
 
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     result = watch(lambda it: next(it), setup=make_iterator, seconds=15, widget=False)
     print(result)
 
-    from .bisect import bisect
+    from . import bisect
 
     _title("   ...and which stage is it? (bisection)")
     print(bisect(lambda it: next(it), setup=make_iterator, seconds_per_config=15))

@@ -26,12 +26,16 @@ sys.path.insert(0, str(Path(__file__).parent))
 from conftest_tf import busy, write_tfrecords  # noqa: E402
 
 import leakwidget  # noqa: E402
+from leakwidget import bisect  # noqa: E402
 from leakwidget import examples as ex  # noqa: E402
-from leakwidget import sampler  # noqa: E402
-from leakwidget.bisect import Bisector, _ConfigGuard, bisect, bisect_async  # noqa: E402
-from leakwidget.sampler import malloc_in_use  # noqa: E402
+from leakwidget.engine import sampler  # noqa: E402
+from leakwidget.engine.bisect import ConfigGuard, run_bisection
+from leakwidget.engine.records import IterationRecord
+from leakwidget.engine.sampler import malloc_in_use  # noqa: E402
+from leakwidget.engine.search import Bisector
+from leakwidget.engine.spec import WatchSpec
+from leakwidget.engine.verdict import Verdict  # noqa: E402
 from leakwidget.stages import Stage  # noqa: E402
-from leakwidget.verdict import Verdict  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -179,14 +183,20 @@ def test_a_configuration_refilling_freed_memory_is_not_called_clean_early():
     if malloc_in_use() is None:
         pytest.skip("needs glibc 2.33's mallinfo2")
     libc = ex._libc_handle()
-    guard = _ConfigGuard(seconds=60, threshold=32 * 1024)
-    watch = SimpleNamespace(elapsed=0.0, verdict=None)
-    guard.on_iteration(watch, SimpleNamespace(index=0))
-    assert not guard._malloc_keeps_up(10)  # nothing handed out yet
+    guard = ConfigGuard(seconds=60, threshold=32 * 1024)
+
+    def reading(index: int) -> IterationRecord:  # what the watch records at a checkpoint
+        return IterationRecord(index, 0.0, 0.0, 0, 0, 0.0, 0, 0, malloc_in_use())
+
+    guard.on_iteration(reading(0))
+    guard.on_iteration(reading(10))
+    assert not guard._malloc_keeps_up()  # nothing handed out yet
     held = [libc.malloc(64 * 1024) for _ in range(10)]
     try:
-        assert guard._malloc_keeps_up(10)
-        assert not guard._malloc_keeps_up(100)  # 6.4 KiB per iteration over 100: below
+        guard.on_iteration(reading(10))
+        assert guard._malloc_keeps_up()
+        guard.on_iteration(reading(100))
+        assert not guard._malloc_keeps_up()  # 6.4 KiB per iteration over 100: below
     finally:
         for p in held:
             libc.free(p)
@@ -238,11 +248,11 @@ def user_pipeline(k: int, culprit: int):
     return step, setup
 
 
-def test_bisect_async_finds_the_leaking_user_stage():
+def test_bisection_awaited_on_an_event_loop_finds_the_leaking_user_stage():
     step, setup = user_pipeline(4, culprit=2)
     seen = []
-    result = asyncio.run(bisect_async(step, setup, seconds_per_config=20,
-                                      on_configuration=lambda c, w: seen.append(w.spec.label)))
+    result = asyncio.run(run_bisection(WatchSpec(step, setup), seconds_per_config=20,
+                                       on_configuration=lambda c, w: seen.append(w.spec.label)))
     HOLD.clear()
     assert [s.kind for s in result.culprits] == ["part2"], str(result)
     assert seen == [c.label for c in result.configurations]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from leakwidget.decimate import minmax
+from leakwidget.report.decimate import minmax
 
 
 def test_short_series_is_returned_unchanged() -> None:

@@ -81,7 +81,7 @@ def test_interrupt_stops_within_one_iteration_and_keeps_the_partial_result(kerne
     # Nothing left behind: no sampler thread, no active watch, and a new run works.
     threads = evaluate(kc, "[t.name for t in __import__('threading').enumerate()]")
     assert "leakwidget-sampler" not in threads
-    assert evaluate(kc, "__import__('leakwidget.runner').runner.active_watch()") == "None"
+    assert evaluate(kc, "__import__('leakwidget.engine.watch').engine.watch.active_watch()") == "None"
     reply, _ = execute(kc, "%%leakwatch -n 3 -q -o r2\npass\n")
     assert reply["status"] == "ok" and evaluate(kc, "r2.iteration_count") == "3"
 

@@ -133,11 +133,11 @@ def _running(banner: str | None) -> bool:
 
 def test_the_rewrite_is_installed_in_an_ipykernel_7_kernel(front: FrontEnd) -> None:
     reply = front.execute(
-        "from leakwidget import live\n"
+        "from leakwidget.notebook import delivery as live\n"
         "print(live.installed(get_ipython()), repr(get_ipython().transform_cell('%%leakwatch -n 3\\nx=1\\n')))"
     )
     assert reply["stdout"].startswith("True"), reply["stdout"]
-    assert "await __import__('leakwidget.live'" in reply["stdout"]
+    assert "await __import__('leakwidget.notebook.magics'" in reply["stdout"]
 
 
 def test_stop_click_ends_a_running_cell_within_a_second(front: FrontEnd) -> None:
@@ -272,6 +272,6 @@ def test_toggle_click_changes_the_stage_and_run_again_applies_it(front: FrontEnd
     )
     assert time.monotonic() - clicked < 1.0
     check = front.execute(
-        "import leakwidget.runner as r\nprint(r.active_watch() is None, 1 + 1)", timeout=10
+        "import leakwidget.engine.watch as r\nprint(r.active_watch() is None, 1 + 1)", timeout=10
     )
     assert check["stdout"].split() == ["True", "2"]

@@ -6,7 +6,7 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.testing.globalipapp import start_ipython
 
-from leakwidget.magics import build_parser, split_line
+from leakwidget.notebook.magics import build_parser, split_line
 
 
 def shell_instance():

@@ -18,7 +18,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from leakwidget.magics import parse
+from leakwidget.notebook.magics import parse
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = REPO / "notebooks"

@@ -13,8 +13,12 @@ import pytest
 
 import leakwidget
 from leakwidget import examples as ex
-from leakwidget import runner, sampler
-from leakwidget.runner import Watch, WatchAlreadyRunning, WatchSpec, parse_size
+from leakwidget.engine import sampler
+from leakwidget.engine import watch as runner
+from leakwidget.engine.records import RECORD_CAPACITY
+from leakwidget.engine.spec import WatchSpec
+from leakwidget.engine.units import parse_size
+from leakwidget.engine.watch import Watch, WatchAlreadyRunning
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -69,7 +73,7 @@ def test_malloc_bytes_in_use_are_read_at_checkpoints_and_follow_a_native_leak():
         while time.perf_counter() - t < 0.01:
             pass
 
-    r = Watch(WatchSpec(step, setup=setup, iterations=40), default_observers=False).run()
+    r = Watch(WatchSpec(step, setup=setup, iterations=40), tracker=False).run()
     in_use = r.column("malloc_in_use")
     read = in_use >= 0
     assert read.sum() >= 4, in_use
@@ -190,7 +194,7 @@ def test_max_rss_stops_before_the_limit_is_crossed():
 def test_the_watcher_stays_bounded_over_100000_iterations():
     r = Watch(WatchSpec(lambda: None, iterations=100_000)).run()
     assert r.iteration_count == 100_000
-    assert len(r.column("rss")) <= runner.RECORD_CAPACITY
+    assert len(r.column("rss")) <= RECORD_CAPACITY
     assert len(r.samples) <= 40_000
     idx = r.column("index")
     assert idx[-1] == 99_999 and np.all(np.diff(idx) > 0)
@@ -258,8 +262,9 @@ def test_tracing_after_a_watch_and_a_memory_guard_trip_does_not_hang():
 
     code = (
         "import sys, numpy as np\n"
-        "from leakwidget import sampler\n"
-        "from leakwidget.runner import Watch, WatchSpec\n"
+        "from leakwidget.engine import sampler\n"
+        "from leakwidget.engine.spec import WatchSpec\n"
+        "from leakwidget.engine.watch import Watch\n"
         "keep = []\n"
         "limit = sampler.rss() + 300 * 2**20\n"
         "r = Watch(WatchSpec(lambda: keep.append(np.ones(2**22)), iterations=500, max_rss=limit)).run()\n"
@@ -285,7 +290,8 @@ import json, sys
 sys.path.insert(0, "tests")
 import tensorflow as tf
 from conftest_tf import busy
-from leakwidget.runner import Watch, WatchSpec
+from leakwidget.engine.spec import WatchSpec
+from leakwidget.engine.watch import Watch
 
 def setup():
     ds = tf.data.Dataset.range(10**9).map(lambda i: tf.fill([16384], 1.0)).shuffle(512)

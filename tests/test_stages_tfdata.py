@@ -22,7 +22,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from conftest_tf import patched_identities, write_tfrecords  # noqa: E402
 
 from leakwidget import stages  # noqa: E402
-from leakwidget.runner import Watch, WatchSpec  # noqa: E402
+from leakwidget.engine.spec import WatchSpec  # noqa: E402
+from leakwidget.engine.watch import Watch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -357,7 +358,7 @@ def test_patches_are_restored_when_a_watched_step_is_interrupted():
             raise KeyboardInterrupt
 
     result = Watch(WatchSpec(step=step, setup=setup, iterations=50, off=("prefetch",)),
-                   default_observers=False).run()
+                   tracker=False).run()
     assert result.stopped == "interrupted"
     assert [s.kind for s in result.stages if "@" in s.id] == ["map", "prefetch"]
     assert all(a is b for a, b in zip(patched_identities().values(), before.values(), strict=True))

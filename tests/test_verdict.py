@@ -14,8 +14,10 @@ import numpy as np
 import pytest
 
 from leakwidget import examples as ex
-from leakwidget.runner import Watch, WatchSpec
-from leakwidget.verdict import decide, format_bytes, theil_sen
+from leakwidget.engine.spec import WatchSpec
+from leakwidget.engine.units import format_bytes
+from leakwidget.engine.verdict import decide, theil_sen
+from leakwidget.engine.watch import Watch
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -23,10 +25,11 @@ MiB = 1024 * KiB
 _CHILD = r"""
 import json, sys
 from leakwidget import examples as ex
-from leakwidget.runner import Watch, WatchSpec
+from leakwidget.engine.spec import WatchSpec
+from leakwidget.engine.watch import Watch
 case, rate, noise, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 setup, step = ex.CASES[case](rate, noise=noise, seed=int(sys.argv[5]))
-r = Watch(WatchSpec(step, setup=setup, iterations=n), default_observers=False).run()
+r = Watch(WatchSpec(step, setup=setup, iterations=n), tracker=False).run()
 v = r.verdict
 print(json.dumps({"kind": v.kind, "slope": v.slope, "low": v.slope_low, "high": v.slope_high}))
 """
@@ -51,16 +54,17 @@ def test_leak_is_called_leak_in_time_with_slope_within_20_percent(case, rate, n,
 
 
 def _run(setup, step, n):
-    return Watch(WatchSpec(step, setup=setup, iterations=n), default_observers=False).run()
+    return Watch(WatchSpec(step, setup=setup, iterations=n), tracker=False).run()
 
 
 _FILL_CHILD = r"""
 import json, sys
 from leakwidget import examples as ex
-from leakwidget.runner import Watch, WatchSpec
+from leakwidget.engine.spec import WatchSpec
+from leakwidget.engine.watch import Watch
 name, cap, noise, n, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 setup, step = getattr(ex, name)(256 * 1024, cap, noise=noise, seed=seed)
-v = Watch(WatchSpec(step, setup=setup, iterations=n), default_observers=False).run().verdict
+v = Watch(WatchSpec(step, setup=setup, iterations=n), tracker=False).run().verdict
 print(json.dumps({"kind": v.kind, "summary": v.summary, "fit": v.fit}))
 """
 

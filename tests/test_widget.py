@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import ast
 import asyncio
-import importlib.resources
 import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
+import zipfile
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import comm
@@ -21,10 +23,16 @@ import numpy as np
 import pytest
 
 import leakwidget
-from leakwidget import live
-from leakwidget.runner import Watch, WatchSpec
-from leakwidget.svg import render_svg, result_mimebundle
-from leakwidget.widget import Dashboard, PipelineStrip, stage_dict
+from leakwidget.engine.observer import BaseObserver, RunControl
+from leakwidget.engine.records import IterationRecord
+from leakwidget.engine.result import WatchResult
+from leakwidget.engine.spec import WatchSpec
+from leakwidget.engine.watch import Watch
+from leakwidget.notebook import delivery as live
+from leakwidget.notebook.dashboard import Dashboard
+from leakwidget.notebook.strip import PipelineStrip, stage_dict
+from leakwidget.report.svg import render_svg, result_mimebundle
+from leakwidget.stages import Stage
 
 
 class RecordingComm:
@@ -136,7 +144,7 @@ def test_a_leaking_run_ends_with_a_red_leak_banner_a_fit_and_a_slope_in_the_lege
     assert len(series.fit.x) >= 2  # the fitted trend, in time units
     # Fit points are placed at the end times of their iterations (float32 on the wire).
     assert abs(float(series.fit.x.max()) - float(result.column("end").max())) < 1e-4
-    assert len(d._ends.x) > 0  # iteration boundaries
+    assert len(d.charts.ends.x) > 0  # iteration boundaries
     assert len(series.duration.x) == min(300, 2000)
     assert d.stop_button.disabled and not d.run_again_button.disabled
     assert d.last_result is result
@@ -146,8 +154,8 @@ def test_the_rss_line_updates_while_the_run_goes_on_not_only_at_the_end() -> Non
     d = Dashboard(refresh_interval=0.1)
     seen: list[int] = []
 
-    class Peek:
-        def on_iteration(self, watch: Any, record: Any) -> None:
+    class Peek(BaseObserver):
+        def on_iteration(self, record: IterationRecord) -> None:
             seen.append(len(d.series[-1].rss.x))
 
     Watch(WatchSpec(step=leaking_step(4096), seconds=1.0), [d, Peek()]).run()
@@ -181,7 +189,7 @@ def test_front_end_gets_bounded_points_and_bytes_whatever_the_iteration_rate() -
     result = Watch(WatchSpec(step=lambda: None, iterations=3000), [d]).run()
     seconds = result.elapsed
     series = d.series[0]
-    marks = [series.rss, series.fit, series.duration, d._ends, d._warmup]
+    marks = [series.rss, series.fit, series.duration, d.charts.ends, d.charts.warmup]
     sent = [u for m in marks for u in updates(m)]
     for _, _state, buffers in sent:
         for b in buffers:
@@ -220,8 +228,8 @@ def test_sync_run_says_clicks_cannot_arrive_while_it_runs() -> None:
     d = Dashboard()
     notes: list[str] = []
 
-    class Peek:
-        def on_start(self, watch: Any) -> None:
+    class Peek(BaseObserver):
+        def on_start(self, run: RunControl) -> None:
             notes.append(d.note.value)
 
     Watch(WatchSpec(step=lambda: None, iterations=3), [d, Peek()]).run()
@@ -234,8 +242,8 @@ def test_sync_run_says_clicks_cannot_arrive_while_it_runs() -> None:
 def test_stop_click_between_iterations_ends_the_run() -> None:
     d = Dashboard()
 
-    class ClickStopAtFive:
-        def on_iteration(self, watch: Any, record: Any) -> None:
+    class ClickStopAtFive(BaseObserver):
+        def on_iteration(self, record: IterationRecord) -> None:
             if record.index == 5:
                 assert not d.stop_button.disabled
                 d.stop_button.click()
@@ -290,8 +298,8 @@ def test_toggle_then_run_again_overlays_a_second_series_with_the_stage_off() -> 
 
     async def click_run_again() -> None:
         d.run_again_button.click()
-        assert d._task is not None
-        await d._task
+        assert d.scheduler.task is not None
+        await d.scheduler.task
 
     asyncio.run(click_run_again())
     assert len(d.series) == 2
@@ -320,17 +328,18 @@ class ScriptedDashboard(Dashboard):
         self.clicked: list[tuple[str, int, str]] = []
         self.finished: list[tuple[str, str, int]] = []  # label, stopped, iterations
 
-    def on_finish(self, watch: Any, result: Any) -> None:
-        super().on_finish(watch, result)
-        self.finished.append((watch.spec.label.split(":")[0], result.stopped, result.iteration_count))
+    def on_finish(self, result: WatchResult) -> None:
+        super().on_finish(result)
+        self.finished.append((result.spec.label.split(":")[0], result.stopped, result.iteration_count))
 
-    def on_iteration(self, watch: Any, record: Any) -> None:
-        super().on_iteration(watch, record)
+    def on_iteration(self, record: IterationRecord) -> None:
+        label = self.run.label
+        super().on_iteration(record)
         for item in list(self.script):
             prefix, index, button = item
-            if watch.spec.label.startswith(prefix) and record.index == index:
+            if label.startswith(prefix) and record.index == index:
                 self.script.remove(item)
-                self.clicked.append((watch.spec.label, index, button))
+                self.clicked.append((label, index, button))
                 getattr(self, button).click()
 
 
@@ -340,10 +349,10 @@ def test_run_again_during_a_run_from_the_widget_stops_it_and_runs_next() -> None
 
     async def go() -> None:
         d.run_again_button.click()
-        first = d._task
+        first = d.scheduler.task
         await first
-        assert d._task is not first  # the click during run 2 queued run 3
-        await d._task
+        assert d.scheduler.task is not first  # the click during run 2 queued run 3
+        await d.scheduler.task
 
     asyncio.run(go())
     assert [c[2] for c in d.clicked] == ["run_again_button", "stop_button"]
@@ -353,12 +362,11 @@ def test_run_again_during_a_run_from_the_widget_stops_it_and_runs_next() -> None
 
 
 def test_stop_during_a_bisection_ends_the_search() -> None:
-    pytest.importorskip("leakwidget.bisect")
     # Two stages, so the search needs more than two configurations; Stop in the second.
     d = ScriptedDashboard([])
     Watch(WatchSpec(step=lambda: passthrough(grow(1)), iterations=60), [d]).run()
     labels: list[str] = []
-    original = d._on_bisect_configuration
+    original = d.scheduler.on_configuration
 
     def on_configuration(config: Any, watch: Any) -> None:
         labels.append(config.label)
@@ -366,11 +374,11 @@ def test_stop_during_a_bisection_ends_the_search() -> None:
             d.script.append((config.label, 2, "stop_button"))
         original(config, watch)
 
-    d._on_bisect_configuration = on_configuration  # type: ignore[method-assign]
+    d.scheduler.on_configuration = on_configuration  # type: ignore[method-assign]
 
     async def go() -> None:
         d.bisect_button.click()
-        await d._task
+        await d.scheduler.task
 
     asyncio.run(go())
     # The third configuration was announced, and refused to start because of the Stop.
@@ -378,45 +386,40 @@ def test_stop_during_a_bisection_ends_the_search() -> None:
     assert "Bisect stopped" in d.note.value
     assert d.last_bisect is None
     assert len(d.series) == 3  # the first run and the two configurations that started
-    assert not d.strip.disabled and not d._bisecting
+    assert not d.strip.disabled and not d.scheduler.bisecting
 
 
 def test_the_strip_refuses_states_a_stage_cannot_take() -> None:
     strip = PipelineStrip()
-    strip.stages = [
-        {"id": "map@3", "kind": "map", "site": "", "args": {}, "inputs": [], "toggleable": True,
-         "parallel": True, "state": "on"},
-        {"id": "shuffle@2", "kind": "shuffle", "site": "", "args": {}, "inputs": [],
-         "toggleable": True, "parallel": False, "state": "on"},
-        {"id": "range@1", "kind": "range", "site": "", "args": {}, "inputs": [],
-         "toggleable": False, "parallel": False, "state": "on"},
-    ]
+    strip.show([
+        Stage(id="map@3", kind="map", site="", toggleable=True, parallel=True),
+        Stage(id="shuffle@2", kind="shuffle", site="", toggleable=True, parallel=False),
+        Stage(id="range@1", kind="range", site="", toggleable=False, parallel=False),
+    ])
     strip.states = {"map@3": "serial", "shuffle@2": "serial", "range@1": "off", "x": "bogus"}
     assert strip.states == {"map@3": "serial"}
     assert strip.effective_states() == {"map@3": "serial", "shuffle@2": "on", "range@1": "on"}
 
 
 def test_stage_dict_is_plain_json() -> None:
-    from leakwidget.stages import Stage
-
     s = Stage(id="map@4", kind="map", site="cell:4", args={"num_parallel_calls": -1},
               inputs=("range@1",), toggleable=True, parallel=True, state="serial")
     assert stage_dict(s) == {
         "id": "map@4", "kind": "map", "site": "cell:4", "args": {"num_parallel_calls": "-1"},
         "inputs": ["range@1"], "toggleable": True, "parallel": True, "state": "serial",
+        "states": ["on", "serial", "off"],
     }
 
 
 def test_bisect_from_the_widget_colours_the_culprit() -> None:
-    pytest.importorskip("leakwidget.bisect")
     d = Dashboard()
     spec = WatchSpec(step=lambda: grow(1), seconds=2.0)
     Watch(spec, [d]).run()
 
     async def click_bisect() -> None:
         d.bisect_button.click()
-        assert d._task is not None
-        await d._task
+        assert d.scheduler.task is not None
+        await d.scheduler.task
 
     asyncio.run(click_bisect())
     assert d.last_bisect is not None, d.note.value
@@ -428,12 +431,16 @@ def test_bisect_from_the_widget_colours_the_culprit() -> None:
 # --------------------------------------------------------------------------- the pipeline strip
 
 
-def test_the_installed_package_ships_the_built_strip() -> None:
-    built = importlib.resources.files("leakwidget").joinpath("static/pipeline.js")
-    assert built.is_file()
-    text = built.read_text()
-    assert "export default" in text and "render" in text
-    assert PipelineStrip()._esm == text
+def test_the_wheel_ships_the_one_strip_source(tmp_path) -> None:
+    root = Path(__file__).resolve().parent.parent
+    source = (root / "js" / "src" / "pipeline.js").read_text()
+    assert "export default" in source and "render" in source
+    assert PipelineStrip()._esm == source  # a checkout serves the source itself
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+                    "--no-build-isolation", "-w", str(tmp_path), str(root)], check=True, timeout=300)
+    (wheel,) = tmp_path.glob("leakwidget-*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        assert z.read("leakwidget/static/pipeline.js").decode() == source
 
 
 # --------------------------------------------------------------------------- the static picture
@@ -505,7 +512,7 @@ def test_the_rewrite_passes_exactly_what_ipython_passes_the_magic(cell: str) -> 
     with_rewrite = TransformerManager()
     with_rewrite.cleanup_transforms.append(lambda lines: live.rewrite(lines) or lines)
     ours = with_rewrite.transform_cell(cell)
-    assert ours.startswith("await __import__('leakwidget.live'")
+    assert ours.startswith("await __import__('leakwidget.notebook.magics'")
     assert _call_args(ours) == _call_args(ipython_own)
     compile(ours, "<cell>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
 
@@ -526,12 +533,12 @@ from IPython.core.interactiveshell import InteractiveShell
 shell = InteractiveShell.instance(history_length=0)
 shell.history_manager.enabled = False
 shell.run_line_magic("load_ext", "leakwidget")
-from leakwidget import live
+from leakwidget.notebook import delivery as live
 assert not live.installed(shell), "rewrite installed without a kernel"
 res = shell.run_cell("%%leakwatch -n 12 --quiet -o r\\nx = 1\\n")
 assert res.success, res.error_in_exec
 assert shell.user_ns["r"].iteration_count == 12
-assert "leakwidget.widget" not in sys.modules and "ipywidgets" not in sys.modules
+assert "leakwidget.notebook.dashboard" not in sys.modules and "ipywidgets" not in sys.modules
 print("ok")
 """
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -542,7 +549,7 @@ print("ok")
 
 def test_engine_side_modules_import_neither_ipython_nor_widgets() -> None:
     code = (
-        "import sys, leakwidget.svg, leakwidget.decimate, leakwidget.live\n"
+        "import sys, leakwidget.report.svg, leakwidget.report.decimate, leakwidget.engine.bisect\n"
         "bad = [m for m in ('IPython', 'ipywidgets', 'bqplot', 'tensorflow') if m in sys.modules]\n"
         "assert not bad, bad\n"
     )
@@ -559,7 +566,8 @@ def test_install_needs_a_kernel_and_uninstall_is_safe() -> None:
     assert live.install(shell) is False  # no .kernel: plain IPython
     assert shell.input_transformers_cleanup == []
     live.uninstall(shell)
-    assert live.clicks_delivered(shell) is False
+    awaiting_run = SimpleNamespace(yields_to_loop=True)
+    assert live.clicks_delivered(awaiting_run, shell) is False
 
 
 def test_an_ipykernel_6_kernel_is_told_apart(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -581,8 +589,9 @@ def test_an_ipykernel_6_kernel_is_told_apart(monkeypatch: pytest.MonkeyPatch) ->
 
 def test_final_banner_says_what_is_growing():
     from leakwidget import examples as ex
-    from leakwidget.runner import Watch, WatchSpec
-    from leakwidget.widget import Dashboard
+    from leakwidget.engine.spec import WatchSpec
+    from leakwidget.engine.watch import Watch
+    from leakwidget.notebook.dashboard import Dashboard
 
     dash = Dashboard()
     setup, step = ex.python_leak(256 * 1024)

@@ -3,12 +3,14 @@
 // Draws the tf.data / user stages recorded by a watch as a left-to-right chain
 // (source -> interleave -> shuffle -> map -> batch -> prefetch ...). Each toggleable stage
 // clicks through on -> serial -> off (serial only for parallel stages) and writes the wish
-// back into the synced `states` dict; the kernel applies it at the next "Run again".
+// back into the synced `states` dict; the kernel applies it at the next "Run again". Which
+// states a stage can take comes from Python (`stage.states`, leakwidget/stages: Stage.states),
+// the one place those rules live.
 // Stages blamed by a bisection (synced `culprits`) are drawn in red. Hovering shows the
 // call site that built the stage.
 //
-// Synced traits (see leakwidget/widget.py, PipelineStrip):
-//   stages:   [{id, kind, site, args, inputs, toggleable, parallel, state}, ...]
+// Synced traits (see leakwidget/notebook/strip.py, PipelineStrip):
+//   stages:   [{id, kind, site, args, inputs, toggleable, parallel, state, states}, ...]
 //   states:   {stage id: "on" | "serial" | "off"}   wishes from clicks, written by this view
 //   culprits: [stage id, ...]
 //   disabled: bool                                   e.g. while a bisection is running
@@ -17,13 +19,17 @@
 
 export const STATES = ["on", "serial", "off"];
 
-/** The state a click moves a stage to: on -> serial -> off -> on; serial only when parallel. */
+/** The states a click cycles through, in order (from Python; "on" alone: not clickable). */
+export function allowedStates(stage) {
+  return stage.states ?? ["on"];
+}
+
+/** The state a click moves a stage to: the next of its allowed states, round to the first. */
 export function nextState(stage, current) {
   const state = current ?? stage.state ?? "on";
-  if (!stage.toggleable) return state;
-  if (state === "on") return stage.parallel ? "serial" : "off";
-  if (state === "serial") return "off";
-  return "on";
+  const allowed = allowedStates(stage);
+  if (allowed.length < 2) return state;
+  return allowed[(allowed.indexOf(state) + 1) % allowed.length];
 }
 
 /** The state to draw: the user's wish when there is one, else what the watch recorded. */
@@ -150,7 +156,7 @@ function draw(model, el) {
       `border:2px solid ${stageColour(stage, state, culprits)};border-radius:4px;` +
       `background:${state === "off" ? "#eee" : "#fff"};padding:3px 8px;` +
       `text-decoration:${state === "off" ? "line-through" : "none"};` +
-      `cursor:${stage.toggleable && !disabled ? "pointer" : "default"}`;
+      `cursor:${allowedStates(stage).length > 1 && !disabled ? "pointer" : "default"}`;
     if (detached) box.dataset.detached = "true";
     if (column > 0 && !detached) {
       // The arrow from the upstream column.
@@ -160,7 +166,7 @@ function draw(model, el) {
       arrow.style.cssText = "position:absolute;left:-18px;top:50%;transform:translateY(-50%);color:#666";
       box.appendChild(arrow);
     }
-    if (!stage.toggleable || disabled) {
+    if (allowedStates(stage).length < 2 || disabled) {
       box.disabled = true;
     } else {
       box.addEventListener("click", () => {

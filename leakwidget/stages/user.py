@@ -27,7 +27,8 @@ import inspect
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, overload
 
-from . import Stage, active_session
+from .session import active_session
+from .stage import Stage
 
 __all__ = ["stage"]
 

@@ -142,6 +142,11 @@ class Series:
     def __len__(self) -> int:
         return self._n
 
+    def clear(self) -> None:
+        with self._lock:
+            self._n = 0
+            self.total = 0
+
     def append(self, t: float, v: int) -> None:
         with self._lock:
             if self._n == self.capacity:
@@ -179,6 +184,13 @@ class Series:
         """Copies of the (time, value) arrays."""
         with self._lock:
             return self._t[: self._n].copy(), self._v[: self._n].copy()
+
+    def since(self, t0: float) -> tuple[np.ndarray, np.ndarray]:
+        """Copies of the samples taken after ``t0`` (seconds since the start)."""
+        with self._lock:
+            n = self._n
+            i = int(np.searchsorted(self._t[:n], t0, side="right"))
+            return self._t[i:n].copy(), self._v[i:n].copy()
 
     def max_since(self, t0: float) -> int | None:
         with self._lock:
@@ -301,7 +313,8 @@ class Sampler:
 
     It also watches for memory exhaustion: ``guard`` is called with each sample (and, every
     ``guard_every`` seconds, with fresh system headroom) and may return a reason string to trip;
-    ``on_trip`` then runs once in the sampler thread. Tripping never blocks sampling.
+    ``on_trip`` then runs in the sampler thread at each sample over the limit. Tripping never
+    blocks sampling. ``read`` is what a sample reads (this process's RSS by default).
     """
 
     def __init__(
@@ -311,9 +324,11 @@ class Sampler:
         guard: Callable[[int, int | None], str | None] | None = None,
         on_trip: Callable[[str], None] | None = None,
         guard_every: float = 0.1,
+        read: Callable[[], int] = rss,
     ) -> None:
         if hz <= 0:
             raise ValueError("hz must be positive")
+        self.read = read
         self.interval = 1.0 / hz
         self.buffer = Series(capacity)
         self.t0 = time.perf_counter()
@@ -332,7 +347,7 @@ class Sampler:
 
     def start(self) -> Sampler:
         self.t0 = time.perf_counter()
-        self.last_value = rss()
+        self.last_value = self.read()
         self.last_t = 0.0
         self.buffer.append(0.0, self.last_value)
         self._thread = threading.Thread(target=self._loop, name="leakwidget-sampler", daemon=True)
@@ -362,10 +377,10 @@ class Sampler:
                 value = self.last_value
                 next_due += 3 * interval
             else:
-                value = rss()
+                value = self.read()
                 series.append(t - t0, value)
                 self.last_t, self.last_value = t - t0, value
-            if self._guard is not None and self.tripped is None:
+            if self._guard is not None:
                 available = None
                 if t >= next_guard:
                     next_guard = t + self._guard_every
@@ -375,7 +390,9 @@ class Sampler:
                         available = None
                 reason = self._guard(value, available)
                 if reason:
-                    self.tripped = reason
+                    # Called at every sample that is over the limit, not once: a step that
+                    # swallowed the first interrupt is interrupted again.
+                    self.tripped = self.tripped or reason
                     if self._on_trip is not None:
                         self._on_trip(reason)
 

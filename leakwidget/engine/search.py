@@ -32,28 +32,24 @@ the yardstick" is not concluded while glibc's count of bytes handed out still gr
 (RSS lags a leak that refills memory the previous configuration freed).
 
 The search is one pure object, :class:`Bisector` (``next_configuration()`` /
-``report(...)``), driven synchronously by :func:`bisect` or asynchronously by
-:func:`bisect_async` (what the widget's Bisect button uses).
+``report(...)``), driven by :func:`leakwidget.engine.bisect.run_bisection`.
 """
 
 from __future__ import annotations
 
-import gc
 import math
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
+from ..stages import Stage
+from .attribution import Attribution
+from .units import format_bytes
+from .verdict import BLOCK_BYTES, Verdict
 
-from .sampler import malloc_in_use
-from .verdict import BLOCK_BYTES, format_bytes
+__all__ = ["BisectResult", "Bisector", "Configuration", "short_id"]
 
-__all__ = ["Bisector", "BisectResult", "Configuration", "bisect", "bisect_async"]
-
-DEFAULT_SECONDS_PER_CONFIG = 30.0
 DEFAULT_SLOPE_RATIO = 0.5
-_ALL = "all"
 
 
 @dataclass
@@ -64,7 +60,7 @@ class Configuration:
     off: tuple[str, ...] = ()
     serial: tuple[str, ...] = ()
     on: frozenset[str] | None = None  # searched stages left on; None = every stage (baseline)
-    verdict: Any = None  # leakwidget.verdict.Verdict once run
+    verdict: Verdict | None = None  # once run
     reproduces: bool | None = None
     python_slope: float | None = None  # allocator blocks per iteration (None: not measured)
     python_low: float | None = None  # its 95% lower bound
@@ -73,14 +69,15 @@ class Configuration:
     iterations: int = 0
     seconds: float = 0.0
     index: int = 0
+    error: str = ""  # the step's exception, when it raised (the configuration then counts as not leaking)
 
     @property
     def kind(self) -> str:
-        return getattr(self.verdict, "kind", "") if self.verdict is not None else ""
+        return self.verdict.kind if self.verdict is not None else ""
 
     @property
     def slope(self) -> float | None:
-        return getattr(self.verdict, "slope", None) if self.verdict is not None else None
+        return self.verdict.slope if self.verdict is not None else None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -88,18 +85,19 @@ class Configuration:
             "serial": list(self.serial), "on": sorted(self.on) if self.on is not None else None,
             "verdict": self.kind, "slope": self.slope, "reproduces": self.reproduces,
             "stopped": self.stopped, "iterations": self.iterations, "seconds": self.seconds,
+            "error": self.error,
         }
 
 
 @dataclass
 class BisectResult:
-    culprits: list = field(default_factory=list)  # Stage objects (.id .kind .site)
+    culprits: list[Stage] = field(default_factory=list)
     configurations: list[Configuration] = field(default_factory=list)
     outside: bool = False
     leak: bool = False  # did the baseline leak at all
     summary: str = ""
     notes: list[str] = field(default_factory=list)
-    stages: list = field(default_factory=list)  # every stage the baseline recorded
+    stages: list[Stage] = field(default_factory=list)  # every stage the baseline recorded
 
     @property
     def culprit_ids(self) -> list[str]:
@@ -107,7 +105,7 @@ class BisectResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "culprits": [s.to_dict() if hasattr(s, "to_dict") else s.id for s in self.culprits],
+            "culprits": [s.to_dict() for s in self.culprits],
             "configurations": [c.to_dict() for c in self.configurations],
             "outside": self.outside, "leak": self.leak, "summary": self.summary,
             "notes": list(self.notes),
@@ -122,7 +120,7 @@ class BisectResult:
             if len(toggles) > 60:
                 toggles = toggles[:59] + "…"
             slope = "" if c.slope is None else format_bytes(c.slope)
-            rep = {True: "yes", False: "no", None: ""}[c.reproduces]
+            rep = "error" if c.error else {True: "yes", False: "no", None: ""}[c.reproduces]
             rows.append((str(c.index), c.label, toggles or "-", c.kind or "-", slope, rep))
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
@@ -131,7 +129,7 @@ class BisectResult:
         out += [f"Note: {n}" for n in self.notes]
         return "\n".join(out)
 
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython's pretty printer
         p.text(str(self))
 
 
@@ -169,15 +167,14 @@ class Bisector:
         self.max_configurations = max_configurations
         self.all_off_first = all_off_first
         self.configurations: list[Configuration] = []
-        self.stages: list = []
+        self.stages: list[Stage] = []
         self.notes: list[str] = []
-        self.attribution: Any = None  # the baseline's, when the driver explained its growth
+        self.attribution: Attribution | None = None  # the baseline's, when explained
         self._memo: dict[frozenset[str], bool] = {}
         self._searched: list[str] = []
-        self._by_id: dict[str, Any] = {}
+        self._by_id: dict[str, Stage] = {}
         self._baseline: Configuration | None = None
         self._pending: Configuration | None = None
-        self._answer: Any = None
         self._finished = False
         self._outcome: tuple[str, list[str]] = ("running", [])
         self._gen = self._search()
@@ -192,10 +189,11 @@ class Bisector:
         """The configuration to run next, or None when the search is over."""
         return None if self._finished else self._pending
 
-    def report(self, config: Configuration, verdict: Any, *, stages: Sequence | None = None,
+    def report(self, config: Configuration, verdict: Verdict, *, stages: Sequence[Stage] = (),
                stopped: str = "", iterations: int = 0, seconds: float = 0.0,
                python_slope: float | None = None, python_low: float | None = None,
-               attribution: Any = None, malloc_slope: float | None = None) -> None:
+               attribution: Attribution | None = None, malloc_slope: float | None = None,
+               error: str = "") -> None:
         """Tell the search what ``config`` showed (``verdict`` has .kind and .slope;
         ``python_slope``/``python_low``: the allocator's block count per iteration and its 95%
         lower bound, when measured; ``attribution``: the baseline's, when it was explained —
@@ -203,26 +201,27 @@ class Bisector:
         ``malloc_slope``, glibc's bytes in use per iteration, shows the memory is still held)."""
         if config is not self._pending or self._finished:
             raise ValueError("report() must answer the configuration next_configuration() gave")
-        if verdict is None or not hasattr(verdict, "kind") or not hasattr(verdict, "slope"):
-            raise TypeError("verdict must have .kind and .slope (a leakwidget Verdict)")
+        if not isinstance(verdict, Verdict):
+            raise TypeError(f"verdict must be a leakwidget Verdict, not {type(verdict).__name__}")
         config.verdict = verdict
         config.stopped, config.iterations, config.seconds = stopped, iterations, seconds
         config.python_slope, config.python_low = python_slope, python_low
         config.malloc_slope = malloc_slope
+        config.error = error
         if config is self._baseline:
-            self.stages = list(stages or [])
+            self.stages = list(stages)
             self.attribution = attribution
-            config.reproduces = verdict.kind == "leak" and not self._retention()
+            config.reproduces = verdict.kind == "leak" and not self._retention() and not error
         else:
-            config.reproduces = self._reproduces(verdict, python_slope)
+            config.reproduces = self._reproduces(verdict, python_slope) and not error
             self._memo[config.on or frozenset()] = config.reproduces
         if stopped == "interrupted":
             self.notes.append(f"Stopped: configuration {config.index} ({config.label}) was interrupted.")
             self._finish("interrupted", [])
             return
-        if stopped == "error":
-            self.notes.append(f"Configuration {config.index} ({config.label}) raised an error; "
-                              "counted as not reproducing the leak.")
+        if error:
+            self.notes.append(f"Configuration {config.index} ({config.label}) stopped when the step "
+                              f"raised {error}; counted as not reproducing the leak.")
         self._advance(config.reproduces)
 
     def result(self) -> BisectResult:
@@ -245,31 +244,28 @@ class Bisector:
         by something else during the run is handed back too. A leak through malloc keeps its
         bytes in use, so when glibc counts them growing at half the RSS rate or more, it is not
         retention whatever the trim returned."""
-        if getattr(self.attribution, "kind", None) != "allocator":
-            return False
         base = self._baseline
-        held = base.malloc_slope if base is not None else None
-        rss_slope = float(getattr(base.verdict, "slope", 0.0) or 0.0) if base is not None else 0.0
-        return held is None or held < 0.5 * rss_slope
+        if self.attribution is None or self.attribution.kind != "allocator" or base is None:
+            return False
+        held = base.malloc_slope
+        return held is None or held < 0.5 * base.verdict.slope
 
-    def _python_leak(self) -> bool:
+    def python_leak(self) -> bool:
         """Is the baseline's leak one of Python objects (see the module's docstring)?"""
         base = self._baseline
         if base is None or base.python_slope is None or not (base.python_low or 0) > 0:
             return False
-        rss_slope = float(getattr(base.verdict, "slope", 0.0) or 0.0)
-        return base.python_slope * BLOCK_BYTES >= 0.25 * rss_slope
+        return base.python_slope * BLOCK_BYTES >= 0.25 * base.verdict.slope
 
-    def _reproduces(self, verdict: Any, python_slope: float | None = None) -> bool:
-        base = self._baseline.verdict if self._baseline is not None else None
+    def _reproduces(self, verdict: Verdict, python_slope: float | None = None) -> bool:
+        base = self._baseline
         if verdict.kind != "leak":
             return False
-        if python_slope is not None and self._python_leak():
-            return python_slope >= self.slope_ratio * float(self._baseline.python_slope)
-        base_slope = float(getattr(base, "slope", 0.0) or 0.0)
-        return float(verdict.slope) >= self.slope_ratio * base_slope
+        if python_slope is not None and self.python_leak():
+            return python_slope >= self.slope_ratio * base.python_slope
+        return verdict.slope >= self.slope_ratio * base.verdict.slope
 
-    def _advance(self, answer: Any) -> None:
+    def _advance(self, answer: bool | None) -> None:
         try:
             config = self._gen.send(answer) if answer is not None else next(self._gen)
         except StopIteration:
@@ -376,14 +372,17 @@ class Bisector:
         if state == "interrupted":
             return "Bisection was interrupted before it found the culprit."
         if state == "no-leak" and self._retention():
-            reclaimed = getattr(self.attribution, "reclaimed_bytes", None) or 0
+            reclaimed = self.attribution.reclaimed_bytes or 0
             return (f"Nothing to bisect: with every stage on, memory grew ({base_rate}), yet "
                     f"malloc_trim(0) handed back {format_bytes(reclaimed)} at the end. "
                     "That is the allocator keeping freed memory (allocator retention), not a "
                     "stage leaking; MALLOC_ARENA_MAX=2 or jemalloc/tcmalloc (LD_PRELOAD) "
                     "curb it.")
+        if state == "no-leak" and self._baseline.error:
+            return (f"Nothing was bisected: with every stage on, the step raised "
+                    f"{self._baseline.error}.")
         if state == "no-leak":
-            kind = getattr(base, "kind", "unknown")
+            kind = base.kind
             return f"Nothing to bisect: with every stage on, the verdict is {kind}, not a leak."
         if state == "no-stages":
             return ("The leak cannot be bisected: no stage that can be switched off was recorded "
@@ -426,238 +425,3 @@ def _site_words(site: str) -> str:
     return f"line {site}" if site.isdigit() else site
 
 
-# --------------------------------------------------------------------------------------------
-# Running configurations as watches
-
-
-_FORBIDDEN = {"off", "serial", "label", "step", "setup", "seconds"}
-
-
-class _ConfigGuard:
-    """Observer that ends a configuration as soon as its answer is known.
-
-    * at ``seconds`` (the per-configuration cap), keeping the runner's stop-when-confident,
-      which WatchSpec offers only when no ``seconds`` is given;
-    * once two successive live verdicts put the slope's 95% upper bound below ``threshold``
-      (``slope_ratio`` × the baseline's slope): this configuration cannot reproduce the leak,
-      whatever its final kind (a confident "plateau" or "stable" can take many seconds more);
-    * once three successive live verdicts are confident leaks whose 95% lower bound is above
-      ``threshold``, after ``settle`` seconds: it reproduces the leak. The baseline already
-      waited for buffers and autotuning to settle; its slope is the yardstick here.
-    """
-
-    def __init__(self, seconds: float, threshold: float | None = None,
-                 min_iterations: int = 30, settle: float = 3.0) -> None:
-        self.seconds = seconds
-        self.threshold = threshold
-        self.min_iterations = min_iterations
-        self.settle = settle
-        self.python_threshold: float | None = None  # blocks/iteration, for a Python-object leak
-        self._in_use0: tuple[int, int | None] | None = None  # (iteration, malloc's bytes in use)
-        self.malloc_slope: float | None = None  # bytes in use per iteration, after the run
-        self._last: Any = None
-        self._below = 0
-        self._above = 0
-
-    def on_iteration(self, watch: Any, record: Any) -> None:
-        if watch.elapsed >= self.seconds:
-            watch.request_stop("seconds")
-            return
-        verdict = watch.verdict
-        if self._in_use0 is None:
-            self._in_use0 = (record.index, malloc_in_use())
-        if self.threshold is None or verdict is self._last:
-            return
-        self._last = verdict
-        measured = (getattr(verdict, "iterations", 0) >= self.min_iterations
-                    and getattr(verdict, "reason", "") not in ("too few iterations", "no data"))
-        if not measured:
-            self._below = self._above = 0
-            return
-        if self.python_threshold is not None:
-            # The baseline leaked Python objects: judge by the allocator's block count.
-            _, low, high = _block_trend(watch.log.column("index"), watch.log.column("blocks"),
-                                        int(getattr(verdict, "warmup", 0) or 0))
-            if low is None:
-                return
-            self._below = self._below + 1 if high < self.python_threshold else 0
-            leaking = verdict.kind == "leak" and verdict.confident and low >= self.python_threshold
-        else:
-            below = verdict.slope_high < self.threshold and not self._malloc_keeps_up(record.index)
-            self._below = self._below + 1 if below else 0
-            leaking = (verdict.kind == "leak" and verdict.confident
-                       and verdict.slope_low >= self.threshold)
-        self._above = self._above + 1 if leaking else 0
-        if self._below >= 2 or (self._above >= 3 and watch.elapsed >= self.settle):
-            watch.request_stop("confident")
-
-    def on_finish(self, watch: Any, result: Any) -> None:
-        """glibc's bytes in use per iteration over the run (None where not measured)."""
-        self.malloc_slope = self._in_use_rate(int(result.iteration_count) - 1)
-
-    def _malloc_keeps_up(self, index: int) -> bool:
-        """Has malloc handed out memory at the threshold rate since the start, whatever RSS
-        says? Then RSS is only lagging: the leak is refilling memory an earlier configuration
-        freed (measured: for the first quarter of a 20 s run, at half the true rate), and "not
-        reproducing" would be a wrong early call."""
-        rate = self._in_use_rate(index)
-        return rate is not None and rate >= self.threshold
-
-    def _in_use_rate(self, index: int) -> float | None:
-        """glibc's bytes in use per iteration from the first iteration to ``index``."""
-        if self._in_use0 is None or self._in_use0[1] is None or index <= self._in_use0[0]:
-            return None
-        in_use = malloc_in_use()
-        return None if in_use is None else (in_use - self._in_use0[1]) / (index - self._in_use0[0])
-
-
-def _prepare(step: Callable, setup: Callable | None, iterations: int | None,
-             seconds_per_config: float | None, max_rss: Any, slope_ratio: float,
-             max_configurations: int | None, all_off_first: bool,
-             watch_kwargs: dict[str, Any]) -> tuple[Any, ...]:
-    from .runner import WatchSpec, parse_size
-
-    bad = sorted(set(watch_kwargs) & _FORBIDDEN)
-    if bad:
-        raise TypeError(f"bisect() chooses {', '.join(bad)} itself for every configuration; "
-                        "use seconds_per_config to cap each run")
-    if seconds_per_config is None:
-        seconds_per_config = DEFAULT_SECONDS_PER_CONFIG
-    if not seconds_per_config > 0:
-        raise ValueError(f"seconds_per_config must be positive, not {seconds_per_config!r}")
-    rss_cap = parse_size(max_rss) if max_rss is not None else None
-    try:
-        WatchSpec(step=step, setup=setup, iterations=iterations, max_rss=rss_cap, **watch_kwargs)
-    except TypeError as exc:
-        raise TypeError(f"bisect(): {exc}") from None
-    bisector = Bisector(slope_ratio=slope_ratio, max_configurations=max_configurations,
-                        all_off_first=all_off_first)
-
-    def make_watch(config: Configuration, observers: Sequence) -> Any:
-        from .runner import Watch
-
-        spec = WatchSpec(step=step, setup=setup, iterations=iterations, max_rss=rss_cap,
-                         off=config.off, serial=config.serial, label=config.label,
-                         **watch_kwargs)
-        base = bisector.configurations[0] if bisector.configurations else None
-        guard = _ConfigGuard(seconds_per_config)
-        if base is not None and config is not base and base.verdict is not None:
-            guard.threshold = slope_ratio * float(base.verdict.slope)
-            if bisector._python_leak():
-                guard.python_threshold = slope_ratio * float(base.python_slope)
-            # a leak that starts late in the baseline must get the chance to start here too
-            guard.min_iterations = max(30, int(base.verdict.onset or 0) + 20)
-        # The baseline's growth is attributed (malloc_trim tells allocator retention from a
-        # leak), without the object census: in a large heap its own allocations blur a short
-        # baseline (measured: a 60-iteration leak called inconclusive). The search's
-        # configurations only need their verdicts.
-        explain = []
-        if config is bisector.configurations[0]:
-            from .attribution import Tracker
-
-            explain = [Tracker(trace=spec.trace, lines=spec.lines, census=False)]
-        return Watch(spec, [*explain, guard, *observers], default_observers=False)
-
-    return bisector, make_watch
-
-
-def _block_trend(index: Any, blocks: Any, warmup: int) -> tuple[float | None, ...]:
-    """(slope, 95% low, 95% high) of the allocator's block count per iteration after the
-    warm-up; Nones when there are too few iterations."""
-    from .verdict import MIN_POINTS, trend
-
-    index, blocks = np.asarray(index, dtype=float), np.asarray(blocks, dtype=float)
-    n = min(index.size, blocks.size)  # a record appended mid-read must not misalign
-    index, blocks = index[:n], blocks[:n]
-    if n == 0:
-        return None, None, None
-    keep = index >= index[0] + warmup
-    if int(keep.sum()) < MIN_POINTS:
-        return None, None, None
-    tr = trend(index[keep], blocks[keep])
-    return tr.slope, tr.low, tr.high
-
-
-def _python_growth(result: Any) -> tuple[float | None, float | None]:
-    """The allocator's block count per iteration after the warm-up, and its 95% lower bound."""
-    try:
-        index, blocks = result.column("index"), result.column("blocks")
-    except (KeyError, AttributeError):
-        return None, None
-    slope, low, _ = _block_trend(index, blocks, int(getattr(result.verdict, "warmup", 0) or 0))
-    return slope, low
-
-
-def _report(bisector: Bisector, config: Configuration, result: Any, watch: Any) -> None:
-    python_slope, python_low = _python_growth(result)
-    guard = next((o for o in watch.observers if isinstance(o, _ConfigGuard)), None)
-    bisector.report(config, result.verdict, stages=result.stages, stopped=result.stopped,
-                    iterations=result.iteration_count, seconds=result.elapsed,
-                    python_slope=python_slope, python_low=python_low,
-                    attribution=getattr(result, "attribution", None),
-                    malloc_slope=guard.malloc_slope if guard is not None else None)
-    for note in getattr(result, "stage_notes", []) or []:
-        if config.index == 0 and note not in bisector.notes:
-            bisector.notes.append(note)
-
-
-def bisect(
-    step: Callable,
-    setup: Callable | None = None,
-    *,
-    iterations: int | None = None,
-    seconds_per_config: float | None = None,
-    max_rss: int | str | None = None,
-    observers: Sequence = (),
-    on_configuration: Callable[[Configuration, Any], None] | None = None,
-    slope_ratio: float = DEFAULT_SLOPE_RATIO,
-    max_configurations: int | None = None,
-    all_off_first: bool = True,
-    **watch_kwargs: Any,
-) -> BisectResult:
-    """Find the smallest set of stages whose being on makes ``step`` leak.
-
-    ``step``/``setup`` as for :func:`leakwidget.watch`; the pipeline must be built inside them
-    so each configuration can rebuild it with other stages off. Each configuration runs until
-    its verdict is confident, at most ``seconds_per_config`` (default 30 s), or exactly
-    ``iterations`` if given. ``on_configuration(config, watch)`` is called before each run
-    (``config.verdict`` is filled in after it); ``observers`` are attached to every run.
-    Other keyword arguments (``warmup``, ``trace``, ``lines``) go to every WatchSpec.
-    """
-    bisector, make_watch = _prepare(step, setup, iterations, seconds_per_config, max_rss,
-                                    slope_ratio, max_configurations, all_off_first, watch_kwargs)
-    while (config := bisector.next_configuration()) is not None:
-        watch = make_watch(config, observers)
-        if on_configuration is not None:
-            on_configuration(config, watch)
-        result = watch.run()
-        _report(bisector, config, result, watch)
-        gc.collect()  # what the previous configuration freed should not count against the next
-    return bisector.result()
-
-
-async def bisect_async(
-    step: Callable,
-    setup: Callable | None = None,
-    *,
-    iterations: int | None = None,
-    seconds_per_config: float | None = None,
-    max_rss: int | str | None = None,
-    observers: Sequence = (),
-    on_configuration: Callable[[Configuration, Any], None] | None = None,
-    slope_ratio: float = DEFAULT_SLOPE_RATIO,
-    max_configurations: int | None = None,
-    all_off_first: bool = True,
-    **watch_kwargs: Any,
-) -> BisectResult:
-    """:func:`bisect`, awaiting between iterations so widget clicks (Stop) get through."""
-    bisector, make_watch = _prepare(step, setup, iterations, seconds_per_config, max_rss,
-                                    slope_ratio, max_configurations, all_off_first, watch_kwargs)
-    while (config := bisector.next_configuration()) is not None:
-        watch = make_watch(config, observers)
-        if on_configuration is not None:
-            on_configuration(config, watch)
-        result = await watch.run_async()
-        _report(bisector, config, result, watch)
-        gc.collect()
-    return bisector.result()

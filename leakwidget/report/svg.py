@@ -13,10 +13,13 @@ from __future__ import annotations
 import math
 import textwrap
 from html import escape
-from typing import Any
+from typing import Protocol
 
 import numpy as np
 
+from ..engine.result import WatchResult
+from ..engine.units import format_duration
+from ..engine.verdict import Verdict
 from .decimate import minmax
 
 __all__ = [
@@ -41,10 +44,14 @@ MIB = 1024.0 * 1024.0
 _SVG_POINTS = 800  # enough for a 640-px-wide picture; keeps notebooks small
 
 
-def samples_of(samples: Any) -> tuple[np.ndarray, np.ndarray]:
+class Columns(Protocol):
+    """Iteration records by field: a WatchResult, or a view's own RecordLog."""
+
+    def column(self, name: str) -> np.ndarray: ...
+
+
+def samples_of(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(t, rss) from what a result or sampler holds: a pair of arrays, or a (2, n) / (n, 2) array."""
-    if samples is None:
-        return np.empty(0), np.empty(0)
     if isinstance(samples, (tuple, list)) and len(samples) == 2:
         t, v = samples
     else:
@@ -60,7 +67,7 @@ def samples_of(samples: Any) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(t, dtype=float).ravel(), np.asarray(v, dtype=float).ravel()
 
 
-def fit_in_time(fit: Any, index: Any, end: Any) -> tuple[np.ndarray, np.ndarray]:
+def fit_in_time(fit: list[tuple[float, float]], index: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The verdict's fit, (iteration, rss) points, mapped onto the time axis.
 
     ``index`` / ``end`` are the records' iteration numbers and end times: iteration i ends at
@@ -83,40 +90,27 @@ def fit_in_time(fit: Any, index: Any, end: Any) -> tuple[np.ndarray, np.ndarray]
     return t, np.array([p[1] for p in pts])
 
 
-def record_columns(result: Any) -> dict[str, np.ndarray]:
-    """index / end / rss / duration of a result's (or watch's) iteration records as arrays."""
-    names = ("index", "end", "rss", "duration")
-    column = getattr(result, "column", None)
-    log = getattr(result, "log", None)
-    if callable(column):
-        cols = {k: np.asarray(column(k), dtype=float) for k in names}
-    elif log is not None and hasattr(log, "column"):
-        cols = {k: np.array(log.column(k), dtype=float) for k in names}
-    else:  # the contract's list of IterationRecord
-        recs = list(getattr(result, "iterations", None) or getattr(result, "records", None) or [])
-        cols = {k: np.array([getattr(r, k) for r in recs], dtype=float) for k in names}
+def record_columns(source: Columns) -> dict[str, np.ndarray]:
+    """index / end / rss / duration of the iteration records as float arrays of one length."""
+    cols = {k: np.asarray(source.column(k), dtype=float) for k in ("index", "end", "rss", "duration")}
     n = min(c.size for c in cols.values())  # a record appended mid-read must not misalign
     return {k: c[:n] for k, c in cols.items()}
 
 
-def warmup_end_time(verdict: Any, index: np.ndarray, end: np.ndarray) -> float | None:
+def warmup_end_time(verdict: Verdict, index: np.ndarray, end: np.ndarray) -> float | None:
     """Time at which the warm-up iterations end (None when there is no warm-up)."""
-    w = int(getattr(verdict, "warmup", 0) or 0)
+    w = verdict.warmup
     if w <= 0 or index.size == 0:
         return None
     inside = end[index < index[0] + w]
     return float(inside.max()) if inside.size else None
 
 
-def projection_text(verdict: Any) -> str:
+def projection_text(verdict: Verdict) -> str:
     """'Out of memory in about 3.2 h (41,000 iterations) at this rate', or '' when not leaking."""
-    if verdict is None or getattr(verdict, "kind", None) != "leak":
+    if verdict.kind != "leak" or verdict.exhaust_iterations is None:
         return ""
-    iters = getattr(verdict, "exhaust_iterations", None)
-    secs = getattr(verdict, "exhaust_seconds", None)
-    if iters is None:
-        return ""
-    from .verdict import format_duration  # beneath us in the house; only for the wording
+    iters, secs = verdict.exhaust_iterations, verdict.exhaust_seconds
 
     if secs is not None:
         return f"Out of memory in about {format_duration(secs)} ({iters:,.0f} iterations) at this rate."
@@ -144,17 +138,17 @@ def _fmt(v: float) -> str:
     return f"{v:.0f}" if abs(v) >= 100 or v == int(v) else f"{v:.3g}"
 
 
-def render_svg(result: Any, width: int = 640, height: int = 300) -> str:
+def render_svg(result: WatchResult, width: int = 640, height: int = 300) -> str:
     """Inline SVG of a finished watch: RSS (MiB) against time, warm-up shaded, fit dashed.
 
     ``result`` is a WatchResult (``.samples``, ``.iterations``, ``.verdict``); anything missing is
     simply not drawn, so a result of a run that failed early still renders.
     """
-    t, rss = samples_of(getattr(result, "samples", None))
+    t, rss = samples_of(result.samples)
     cols = record_columns(result)
-    verdict = getattr(result, "verdict", None)
-    kind = getattr(verdict, "kind", None) or "inconclusive"
-    summary = getattr(verdict, "summary", "") or ""
+    verdict = result.verdict
+    kind = verdict.kind
+    summary = verdict.summary
     colour = KIND_COLOURS.get(kind, KIND_COLOURS["inconclusive"])
 
     # The verdict's sentence heads the picture, wrapped to its width (~6.6 px per character).
@@ -166,7 +160,7 @@ def render_svg(result: Any, width: int = 640, height: int = 300) -> str:
     top = 14 + 15 * len(heading) + (15 if proj else 0) + 8
     pw, ph = width - left - right, height - top - bottom
     t, y = minmax(t, rss / MIB, _SVG_POINTS) if t.size else (t, rss)
-    ft, fy = fit_in_time(getattr(verdict, "fit", None), cols["index"], cols["end"])
+    ft, fy = fit_in_time(verdict.fit, cols["index"], cols["end"])
     fy = fy / MIB
     bt, by = cols["end"], cols["rss"] / MIB
     if bt.size > 200:  # iteration marks beyond 200 would be a smear, not boundaries
@@ -244,7 +238,7 @@ def render_svg(result: Any, width: int = 640, height: int = 300) -> str:
     return "\n".join(out)
 
 
-def result_mimebundle(result: Any) -> dict[str, str]:
+def result_mimebundle(result: WatchResult) -> dict[str, str]:
     """What ``WatchResult._repr_mimebundle_`` returns: text/plain and image/svg+xml.
 
     A picture that cannot be drawn must not hide the text report, so drawing errors leave the

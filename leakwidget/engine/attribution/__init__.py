@@ -1,0 +1,52 @@
+"""What is growing: Python objects, native memory, or memory the allocator keeps.
+
+The runner attaches a :class:`Tracker` to every watch; at the end it sets
+``result.attribution`` to an :class:`Attribution`::
+
+    r = leakwidget.watch(step, iterations=300)
+    r.attribution.kind          # "python", "native", "allocator" or "none"
+    r.attribution.summary       # one sentence
+    print(r.attribution)        # the sentence plus tables
+    r.attribution.top_types     # Python types (and containers) that grow, per iteration
+    r.attribution.top_sites     # with trace=True: file:line allocation sites that grow
+    r.attribution.lines         # with lines=True: growth per line of the step
+
+How it is decided (docs/attribution.md has the details and the ways it can be wrong):
+
+* **RSS slope** — the verdict's slope (bytes per iteration after the warm-up).
+* **Python slope** — the larger of two estimates of the bytes held by Python objects:
+  the slope of ``sys.getallocatedblocks()`` (recorded by the runner every iteration) times a
+  bytes-per-block figure, or — with ``trace=True`` or when tracemalloc is already on — the slope
+  of tracemalloc's traced memory; and the *object census*: counts of every gc-tracked type and the
+  length of every list/dict/set/deque, taken at a few checkpoints (not every iteration), with sizes
+  from ``sys.getsizeof`` / ``nbytes``. The census is what sees a retained NumPy array or ``bytes``
+  payload, which lives outside pymalloc's blocks.
+* **Native slope** = RSS slope − Python slope.
+* **Allocator retention** — when the run grew, glibc's ``malloc_trim(0)`` is called and the RSS
+  it hands back is measured. If that is at least half of the growth, the growth was memory that
+  had been freed but kept by the allocator: reclaimable, and not the user's code.
+
+The default mode costs almost nothing per iteration (a counter and a comparison). The object
+census is taken twice: after the setup, before iteration 0 (what it leaves with the allocator
+falls in iteration 0, always warm-up), and at the end, after the verdict — never in the middle of
+the RSS series the verdict reads. ``Tracker(census=True)`` adds censuses at iterations 1, 2, 4, 8,
+… within a time budget. ``malloc_trim(0)`` is also called once at the start, so memory freed
+before the watch is not credited to it.
+"""
+
+from __future__ import annotations
+
+from .allocator import trim
+from .lines import find_step_code
+from .result import Attribution, LineGrowth, SiteGrowth, TypeGrowth
+from .tracker import Tracker
+
+__all__ = [
+    "Attribution",
+    "LineGrowth",
+    "SiteGrowth",
+    "Tracker",
+    "TypeGrowth",
+    "find_step_code",
+    "trim",
+]

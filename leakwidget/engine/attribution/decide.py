@@ -1,0 +1,153 @@
+"""The decision: from the evidence the collectors gathered to an :class:`Attribution`.
+
+Pure: no I/O, no process state. The numbers come in an :class:`Evidence`; the kind, the
+Python/native split, the summary and the notes come out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..units import format_bytes
+from .growth import Growth
+from .result import Attribution, LineGrowth, SiteGrowth, TypeGrowth
+
+RETENTION_SHARE = 0.5  # malloc_trim returning at least this share of the growth -> "allocator"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the collectors measured over one watch."""
+
+    growth: Growth | None  # None: no iteration finished
+    notes: tuple[str, ...] = ()  # the collectors' own notes, in the order they arose
+    reclaimed: int | None = None  # RSS malloc_trim(0) handed back at the end (None: not measured)
+    own_rss: int = 0  # RSS our own object censuses left with the allocator during the run
+    traced_slope: float | None = None  # tracemalloc bytes / iteration after the warm-up
+    census_slope: float | None = None  # object census bytes / iteration (None: no census)
+    bytes_per_block: float | None = None  # of the growing objects (None: no better figure)
+    censuses: int = 0
+    top_types: tuple[TypeGrowth, ...] = ()
+    top_sites: tuple[SiteGrowth, ...] = ()
+    lines: tuple[LineGrowth, ...] = ()
+    gpu: dict | None = None
+
+
+def attribute(ev: Evidence) -> Attribution:
+    """What grew: Python objects, native memory, memory the allocator keeps, or nothing."""
+    att = Attribution(notes=list(ev.notes), lines=list(ev.lines), gpu=ev.gpu)
+    g = ev.growth
+    if g is None:
+        att.summary = "Nothing to attribute: no iteration finished."
+        return att
+    att.rss_slope = g.rss_slope
+    att.blocks_slope = g.blocks_slope
+    att.growth_bytes = g.bytes
+    att.reclaimed_bytes = ev.reclaimed
+    att.censuses = ev.censuses
+    att.top_types = list(ev.top_types)
+    att.census_slope = ev.census_slope
+    if ev.bytes_per_block is not None:
+        att.bytes_per_block = ev.bytes_per_block
+    att.top_sites = list(ev.top_sites)
+    _split(att, ev)
+    if g.verdict == "leak":
+        python_growth = att.python_slope * g.span
+    else:
+        python_growth = max(att.python_slope, 0.0) * g.run
+    if not g.grew:
+        att.kind = "none"
+        att.summary = (
+            f"Nothing to attribute: memory did not grow ({g.verdict}, "
+            f"{format_bytes(g.bytes, signed=True)} over the run)."
+        )
+        return att
+    _classify(att, g, python_growth, _reclaimed(att, ev))
+    return att
+
+
+def _split(att: Attribution, ev: Evidence) -> None:
+    """The Python share (the largest estimate that applies) and the native rest.
+
+    The shares add up to the RSS growth and neither is negative: an estimate above the growth
+    (RSS reusing memory freed earlier lags the objects; sizes are estimated from samples) is
+    capped at it, and a note gives the estimate."""
+    primary, source = att.blocks_slope * att.bytes_per_block, "allocated blocks"
+    if ev.traced_slope is not None:
+        att.traced_slope = ev.traced_slope
+        primary, source = ev.traced_slope, "tracemalloc"
+    if ev.census_slope is not None and ev.census_slope > primary:
+        primary, source = ev.census_slope, "object census"
+    growth = max(att.rss_slope, 0.0)
+    att.python_slope = min(max(float(primary), 0.0), growth)
+    att.python_source = source
+    att.native_slope = growth - att.python_slope
+    if growth > 0 and primary > 1.1 * growth:
+        att.notes.append(
+            f"Python objects were estimated at {format_bytes(primary)}/iteration ({source}), more "
+            f"than RSS grew ({format_bytes(growth)}/iteration): RSS lags while freed memory is "
+            "reused, and object sizes are estimated from samples. The Python share is capped at "
+            "the growth."
+        )
+
+
+def _reclaimed(att: Attribution, ev: Evidence) -> int:
+    """What malloc_trim handed back that the run, not our own census, left with the allocator."""
+    reclaimed = att.reclaimed_bytes or 0
+    if ev.own_rss and att.reclaimed_bytes is not None:
+        reclaimed = max(0, reclaimed - ev.own_rss)
+        att.notes.append(
+            f"The object census itself left {format_bytes(ev.own_rss)} with the allocator; "
+            f"that much of what malloc_trim returned is not counted."
+        )
+    return reclaimed
+
+
+def _classify(att: Attribution, g: Growth, python_growth: float, reclaimed: int) -> None:
+    """The kind, its summary, and the notes that qualify it."""
+    growth = g.bytes
+    if att.reclaimed_bytes is not None and reclaimed >= RETENTION_SHARE * growth:
+        att.kind = "allocator"
+    elif python_growth >= 0.5 * max(growth - reclaimed, 0.0):
+        att.kind = "python"
+    else:
+        att.kind = "native"
+    att.summary = summary(att, reclaimed)
+    if att.kind != "allocator" and reclaimed >= 0.2 * growth and growth > 0:
+        att.notes.append(
+            f"malloc_trim also handed back {format_bytes(reclaimed)} "
+            f"({reclaimed / growth:.0%} of the growth): part of it is allocator retention."
+        )
+    if att.kind == "native" and att.blocks_slope > 0 and python_growth > 0.2 * growth:
+        att.notes.append("Python objects grow too, but explain less than half of the growth.")
+    if g.verdict == "inconclusive":
+        att.notes.append("The verdict is inconclusive; the attribution describes the growth so far.")
+
+
+def summary(att: Attribution, reclaimed: int) -> str:
+    """The one sentence for a run that grew (``att.kind`` decided)."""
+    per = "/iteration"
+    if att.kind == "allocator":
+        return (
+            f"Allocator retention, not your code: malloc_trim(0) handed back "
+            f"{format_bytes(reclaimed)} of the {format_bytes(att.growth_bytes)} growth, memory that "
+            f"had been freed but kept by glibc's arenas. MALLOC_ARENA_MAX=2 (set before Python "
+            f"starts), or jemalloc/tcmalloc through LD_PRELOAD, keeps it down."
+        )
+    top = next((t for t in att.top_types if t.bytes_per_iteration > 0), None)
+    if att.kind == "python":
+        what = ""
+        if top is not None:
+            what = f"; most of all {top.name} ({top.per_iteration:+.2g} per iteration, " \
+                   f"~{format_bytes(top.bytes_per_iteration)}{per})"
+        site = f"; allocated at {att.top_sites[0].site}" if att.top_sites else ""
+        return (
+            f"Python objects kept alive: about {format_bytes(att.python_slope)}{per} of the "
+            f"{format_bytes(att.rss_slope)}{per} growth is held by Python objects{what}{site}."
+        )
+    return (
+        f"Native memory: RSS grows {format_bytes(att.rss_slope)}{per} but Python objects explain only "
+        f"{format_bytes(max(att.python_slope, 0))}{per}; the rest is held outside Python's heap "
+        f"(a C/C++ extension, TensorFlow's allocator) and malloc_trim returned only "
+        f"{format_bytes(reclaimed)}."
+    )

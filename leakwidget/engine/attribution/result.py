@@ -1,0 +1,204 @@
+"""What the attribution reports: the kind of growth, its slopes, and the tables behind them."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..kinds import AttributionKind
+from ..units import format_bytes
+
+TOP_N = 10  # rows of each table (growing types, growing allocation sites)
+DEFAULT_BYTES_PER_BLOCK = 64.0  # typical pymalloc block when the census gives no better figure
+
+
+@dataclass
+class TypeGrowth:
+    """A Python type whose live count grows, or a container whose length grows."""
+
+    name: str  # "dict", "mymodule.Record", or "list of bytes (len 1,200)" for a container
+    per_iteration: float  # objects (or container items) added per iteration
+    bytes_per_iteration: float  # estimated from sampled sizes
+    mean_size: float  # bytes per object (one level deep)
+    steady: bool | None = None  # grew in both halves of the run (None: one interval only)
+    container: bool = False  # a container whose length grows (not a type count)
+    counted: bool = True  # part of the census estimate (False: its items are counted by type)
+    _blocks: float = field(default=0.0, repr=False)  # pymalloc blocks per object (estimate)
+    _block_bytes: float = field(default=0.0, repr=False)
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "per_iteration": self.per_iteration,
+            "bytes_per_iteration": self.bytes_per_iteration,
+            "mean_size": self.mean_size,
+            "steady": self.steady,
+            "container": self.container,
+            "counted": self.counted,
+        }
+
+
+@dataclass
+class SiteGrowth:
+    """A tracemalloc allocation site (file:line) whose live memory grows."""
+
+    site: str
+    bytes_per_iteration: float
+    blocks_per_iteration: float
+    total_bytes: int  # growth between the two snapshots
+    source: str = ""
+
+    def to_dict(self) -> dict:
+        return {
+            "site": self.site,
+            "bytes_per_iteration": self.bytes_per_iteration,
+            "blocks_per_iteration": self.blocks_per_iteration,
+            "total_bytes": self.total_bytes,
+            "source": self.source,
+        }
+
+
+@dataclass
+class LineGrowth:
+    """One line of the step: RSS growth while it ran, summed over iterations."""
+
+    filename: str
+    lineno: int
+    source: str
+    total_increment: int  # bytes, summed over all profiled iterations
+    grew_share: float  # share of iterations in which this line grew RSS
+    iterations: int  # iterations in which the line ran
+
+    @property
+    def site(self) -> str:
+        return f"{self.filename}:{self.lineno}"
+
+    def to_dict(self) -> dict:
+        return {
+            "filename": self.filename,
+            "lineno": self.lineno,
+            "source": self.source,
+            "total_increment": self.total_increment,
+            "grew_share": self.grew_share,
+            "iterations": self.iterations,
+        }
+
+
+@dataclass
+class Attribution:
+    kind: AttributionKind = "none"
+    python_slope: float = 0.0  # bytes / iteration held by Python objects
+    native_slope: float = 0.0  # RSS slope − Python slope
+    rss_slope: float = 0.0
+    reclaimed_bytes: int | None = None  # RSS that malloc_trim(0) handed back (None: not measured)
+    growth_bytes: float = 0.0  # the growth being attributed (trend over the leak, else total)
+    python_source: str = ""  # which estimate the Python slope came from
+    blocks_slope: float = 0.0  # pymalloc blocks / iteration
+    bytes_per_block: float = DEFAULT_BYTES_PER_BLOCK
+    traced_slope: float | None = None  # tracemalloc bytes / iteration, when tracing
+    census_slope: float | None = None  # object census bytes / iteration
+    top_types: list[TypeGrowth] = field(default_factory=list)
+    top_sites: list[SiteGrowth] = field(default_factory=list)
+    lines: list[LineGrowth] = field(default_factory=list)
+    gpu: dict | None = None
+    censuses: int = 0
+    overhead_seconds: float = 0.0  # time the tracker spent inside the run (census, snapshots)
+    finish_seconds: float = 0.0  # time spent at the end (final census, trim, snapshot diff)
+    summary: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        def num(v: float | None) -> float | None:
+            if v is None:
+                return None
+            v = float(v)
+            return v if math.isfinite(v) else None
+
+        return {
+            "kind": self.kind,
+            "python_slope": num(self.python_slope),
+            "native_slope": num(self.native_slope),
+            "rss_slope": num(self.rss_slope),
+            "reclaimed_bytes": self.reclaimed_bytes,
+            "growth_bytes": num(self.growth_bytes),
+            "python_source": self.python_source,
+            "blocks_slope": num(self.blocks_slope),
+            "bytes_per_block": num(self.bytes_per_block),
+            "traced_slope": num(self.traced_slope),
+            "census_slope": num(self.census_slope),
+            "top_types": [t.to_dict() for t in self.top_types],
+            "top_sites": [s.to_dict() for s in self.top_sites],
+            "lines": [ln.to_dict() for ln in self.lines],
+            "gpu": self.gpu,
+            "censuses": self.censuses,
+            "overhead_seconds": self.overhead_seconds,
+            "finish_seconds": self.finish_seconds,
+            "summary": self.summary,
+            "notes": list(self.notes),
+        }
+
+    def __str__(self) -> str:
+        out = [self.summary or f"Attribution: {self.kind}"]
+        if self.kind != "none":
+            out.extend(self._split())
+        if self.top_types and self.kind != "none":  # with no growth, census noise is not news
+            out.append("Growing Python objects:")
+            out.append(_table(
+                ["type", "count/iter", "bytes/iter", "steady"],
+                [[t.name, f"{t.per_iteration:+.2f}", format_bytes(t.bytes_per_iteration, signed=True),
+                  {True: "yes", False: "no", None: "?"}[t.steady]] for t in self.top_types],
+            ))
+        out.extend(self._evidence_tables())
+        out.extend(f"Note: {n}" for n in self.notes)
+        return "\n".join(out)
+
+    def _split(self) -> list[str]:
+        """The RSS slope split into Python and native, and what malloc_trim handed back."""
+        out = [_table(
+            ["", "per iteration"],
+            [
+                ["RSS", format_bytes(self.rss_slope, signed=True)],
+                [f"Python objects ({self.python_source or 'none'})",
+                 format_bytes(self.python_slope, signed=True)],
+                ["native (the rest)", format_bytes(self.native_slope, signed=True)],
+            ],
+        )]
+        if self.reclaimed_bytes is not None:
+            out.append(f"malloc_trim(0) handed back {format_bytes(self.reclaimed_bytes)} "
+                       f"of {format_bytes(max(self.growth_bytes, 0))} growth.")
+        return out
+
+    def _evidence_tables(self) -> list[str]:
+        """What --trace, --lines and a GPU add: allocation sites, lines of the step, GPU memory."""
+        out = []
+        if self.top_sites:
+            out.append("Growing allocation sites (tracemalloc):")
+            out.append(_table(
+                ["site", "bytes/iter", "blocks/iter", "source"],
+                [[s.site, format_bytes(s.bytes_per_iteration, signed=True),
+                  f"{s.blocks_per_iteration:+.1f}", s.source[:50]] for s in self.top_sites],
+            ))
+        if self.lines:
+            out.append("Lines of the step (RSS growth while each line ran):")
+            out.append(_table(
+                ["line", "total", "grew in", "source"],
+                [[str(ln.lineno), format_bytes(ln.total_increment, signed=True),
+                  f"{ln.grew_share:.0%}", ln.source[:60]] for ln in self.lines],
+            ))
+        if self.gpu:
+            out.append(
+                f"GPU {self.gpu['device']}: current {format_bytes(self.gpu['current'])}, "
+                f"{format_bytes(self.gpu['slope'], signed=True)}/iteration, "
+                f"peak {format_bytes(self.gpu['peak'])}."
+            )
+        return out
+
+    def _repr_pretty_(self, p, cycle) -> None:  # IPython shows the tables, not a dataclass repr
+        p.text(str(self))
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  " + "  ".join(str(c).ljust(w) for c, w in zip(header, widths, strict=True)).rstrip()]
+    lines += ["  " + "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in rows]
+    return "\n".join(lines)

@@ -1,0 +1,48 @@
+"""When a watch stops on its own: its budget, a confident verdict, or the memory guard."""
+
+from __future__ import annotations
+
+from .guard import MemoryGuard
+from .kinds import StopReason
+from .records import RecordLog
+from .spec import WatchSpec
+from .verdict import Verdict
+
+DEFAULT_SECONDS = 60.0  # budget when neither iterations nor seconds is given
+CONFIDENT_STREAK = 3  # consecutive confident live verdicts before stopping early
+MIN_ITERATIONS_FOR_CONFIDENT = 20
+MIN_SECONDS_FOR_CONFIDENT = 10.0  # buffers and autotuning settle within seconds: wait them out
+
+
+class Budget:
+    """``-n`` / ``-t``, or, with neither, a verdict confident three times in a row after 10 s
+    (at most 60 s); and never an iteration that would take RSS over ``--max-rss``."""
+
+    def __init__(self, spec: WatchSpec, guard: MemoryGuard) -> None:
+        self.spec = spec
+        self._guard = guard
+        self._confident_streak = 0
+
+    def count(self, verdict: Verdict, iterations: int, elapsed: float) -> None:
+        """A live verdict was reached after ``iterations`` in ``elapsed`` seconds."""
+        if (verdict.confident and iterations >= MIN_ITERATIONS_FOR_CONFIDENT
+                and elapsed >= MIN_SECONDS_FOR_CONFIDENT):
+            self._confident_streak += 1
+        else:
+            self._confident_streak = 0
+
+    def reason(self, index: int, elapsed: float, log: RecordLog) -> StopReason | None:
+        """Why the watch should stop before iteration ``index``, or None to go on."""
+        spec = self.spec
+        if spec.iterations is not None and index >= spec.iterations:
+            return "iterations"
+        if spec.seconds is not None and elapsed >= spec.seconds:
+            return "seconds"
+        if spec.iterations is None and spec.seconds is None:
+            if self._confident_streak >= CONFIDENT_STREAK:
+                return "confident"
+            if elapsed >= DEFAULT_SECONDS:
+                return "seconds"
+        if log.n and self._guard.before_iteration(int(log.last("rss"))):
+            return "memory-guard"
+        return None

@@ -1,0 +1,46 @@
+"""Interrupts (Ctrl-C, a Jupyter kernel's interrupt) while a watch runs.
+
+While the loop runs, SIGINT raises KeyboardInterrupt at once, wherever the step is — in a
+``time.sleep``, in ``while True: pass`` — also in a kernel whose own handler would only cancel
+the cell at its next ``await``. While the result is put together, a second interrupt is noted
+and ignored: the run has already stopped, and the result must not be lost. The previous handler
+is put back on every way out. Signal handlers belong to the main thread: a watch running in
+another thread leaves them alone.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from types import FrameType
+from typing import Any
+
+
+class Interrupts:
+    def __init__(self) -> None:
+        self._saved: Any = None
+        self._installed = False
+        self.ignored = 0  # interrupts that arrived while the result was being put together
+
+    def raise_at_once(self) -> None:
+        """From now on SIGINT raises KeyboardInterrupt (main thread only)."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        if not self._installed:
+            self._saved = signal.getsignal(signal.SIGINT)
+            self._installed = True
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def hold(self) -> None:
+        """From now on SIGINT is noted and ignored (while the result is put together)."""
+        if self._installed:
+            signal.signal(signal.SIGINT, self._note)
+
+    def _note(self, signum: int, frame: FrameType | None) -> None:
+        self.ignored += 1
+
+    def restore(self) -> None:
+        if self._installed:
+            # None: the handler was not set from Python; the default one is the best stand-in.
+            signal.signal(signal.SIGINT, self._saved if self._saved is not None else signal.default_int_handler)
+            self._installed = False

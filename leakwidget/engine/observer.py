@@ -1,0 +1,95 @@
+"""What a view of a watch receives: one typed stream of events, and one handle to steer the run.
+
+The engine never knows who watches. A dashboard, a progress line, a bisection's per-configuration
+guard, or a pipe to another process all implement :class:`Observer`; the run they watch is a
+:class:`RunControl`. Nothing else of the engine is visible to them, so the same view can follow a
+watch in this process or one streamed from elsewhere.
+
+When each event arrives, and from which thread:
+
+==============  =======================================================  ==================
+event           when                                                     thread
+==============  =======================================================  ==================
+on_start        before the setup                                         the loop's
+on_stages       when the recorded pipeline stages change                 the publisher's
+on_samples      new RSS samples, every ``PUBLISH_INTERVAL`` (and at end)  the publisher's
+on_iteration    after each iteration                                     the loop's
+on_verdict      after each live verdict (at most every 0.5 s)            the loop's
+on_finish       once, with the result (attribution already set)          the loop's
+==============  =======================================================  ==================
+
+Observers run in the order given; an observer that raises in ``on_finish`` does not lose the
+result (its error becomes a note).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+
+from ..stages import Stage
+from .kinds import StopReason
+from .records import IterationRecord
+from .result import WatchResult
+from .spec import WatchSpec
+from .verdict import Verdict
+
+PUBLISH_INTERVAL = 0.1  # seconds between sample batches sent to observers
+
+
+class RunControl(Protocol):
+    """The run an observer follows: what it runs, and how to stop it."""
+
+    @property
+    def spec(self) -> WatchSpec: ...
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def yields_to_loop(self) -> bool:
+        """True when the run awaits between iterations, so an event loop (a Jupyter kernel)
+        can deliver clicks while it runs."""
+        ...
+
+    def request_stop(self, reason: StopReason = "stopped") -> None:
+        """Stop at the next iteration boundary; safe from any thread."""
+        ...
+
+
+class Observer(Protocol):
+    def on_start(self, run: RunControl) -> None: ...
+
+    def on_stages(self, stages: Sequence[Stage]) -> None: ...
+
+    def on_samples(self, t: np.ndarray, rss: np.ndarray) -> None: ...
+
+    def on_iteration(self, record: IterationRecord) -> None: ...
+
+    def on_verdict(self, verdict: Verdict) -> None: ...
+
+    def on_finish(self, result: WatchResult) -> None: ...
+
+
+class BaseObserver:
+    """Every event ignored: subclass it and override what you need."""
+
+    def on_start(self, run: RunControl) -> None:
+        pass
+
+    def on_stages(self, stages: Sequence[Stage]) -> None:
+        pass
+
+    def on_samples(self, t: np.ndarray, rss: np.ndarray) -> None:
+        pass
+
+    def on_iteration(self, record: IterationRecord) -> None:
+        pass
+
+    def on_verdict(self, verdict: Verdict) -> None:
+        pass
+
+    def on_finish(self, result: WatchResult) -> None:
+        pass

@@ -1,0 +1,58 @@
+"""A thread that keeps observers moving while a step runs: new RSS samples and stages.
+
+``on_iteration`` is not called during a long step (or the setup); the publisher sends the
+samples taken since its last batch and the stages recorded so far every ``PUBLISH_INTERVAL``,
+and once more when the run ends, so a view's RSS line never stalls.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+
+from ..stages import Stage
+from .observer import PUBLISH_INTERVAL, Observer
+from .sampler import Series
+
+
+class Publisher:
+    def __init__(self, observers: Sequence[Observer], series: Series,
+                 stages: Callable[[], list[Stage]], interval: float = PUBLISH_INTERVAL) -> None:
+        self._observers = list(observers)
+        self._series = series
+        self._stages = stages
+        self._interval = interval
+        self._sent_t = -1.0
+        self._sent_stages: tuple[tuple[str, str], ...] = ()
+        self._lock = threading.Lock()  # one batch at a time: the final flush and the thread's
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="leakwidget-publisher", daemon=True)
+
+    def start(self) -> Publisher:
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._interval):
+            self.flush()
+
+    def flush(self) -> None:
+        with self._lock:
+            t, v = self._series.since(self._sent_t)
+            if t.size:
+                self._sent_t = float(t[-1])
+                for ob in self._observers:
+                    ob.on_samples(t, v)
+            stages = self._stages()
+            key = tuple((s.id, s.state) for s in stages)
+            if key != self._sent_stages:
+                self._sent_stages = key
+                for ob in self._observers:
+                    ob.on_stages(stages)
+
+    def stop(self) -> None:
+        """End the thread, then send what is left (from the caller's thread)."""
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+        self.flush()

@@ -1,0 +1,84 @@
+"""One record per iteration, kept in bounded, pre-touched columns."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+RECORD_CAPACITY = 20_000
+
+
+@dataclass(slots=True)
+class IterationRecord:
+    index: int
+    start: float  # seconds since the watch started
+    end: float
+    rss: int  # bytes at the end of the iteration
+    peak_rss: int  # highest during the iteration
+    duration: float
+    blocks: int  # sys.getallocatedblocks() at the end
+    blocks_delta: int  # its change during the iteration
+    # glibc malloc's bytes in use at the end (mallinfo2), or -1 where it was not read: it is
+    # read at checkpoints only (see Watch._read_in_use), so fast steps have it every few
+    # iterations.
+    malloc_in_use: int = -1
+
+    def values(self) -> tuple[int | float, ...]:
+        """The fields in FIELDS order."""
+        return (self.index, self.start, self.end, self.rss, self.peak_rss, self.duration,
+                self.blocks, self.blocks_delta, self.malloc_in_use)
+
+
+FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(IterationRecord))
+_DTYPES = {name: (np.float64 if name in ("start", "end", "duration") else np.int64) for name in FIELDS}
+
+
+class RecordLog:
+    """Per-iteration records in fixed, pre-touched numpy columns.
+
+    Pre-touched so the watcher's own memory does not grow while it measures; when full, every
+    other older record is dropped (the iteration index stays true), so any run length fits.
+    """
+
+    def __init__(self, capacity: int = RECORD_CAPACITY) -> None:
+        self.capacity = capacity
+        self.cols = {k: np.ones(capacity, dtype=t) for k, t in _DTYPES.items()}
+        self._columns = [self.cols[k] for k in FIELDS]
+        self.n = 0
+        self.total = 0
+
+    def append(self, record: IterationRecord) -> None:
+        if self.n == self.capacity:
+            self._thin()
+        i = self.n
+        for col, value in zip(self._columns, record.values(), strict=True):
+            col[i] = value
+        self.n += 1
+        self.total += 1
+
+    def _thin(self) -> None:
+        # Keep the newest quarter at full resolution; drop every other record before it.
+        keep_tail = self.capacity // 4
+        head = self.n - keep_tail
+        for col in self.cols.values():
+            thinned = col[0:head:2].copy()
+            q = thinned.size
+            col[:q] = thinned
+            col[q : q + keep_tail] = col[head : self.n]
+        self.n = q + keep_tail
+
+    def column(self, name: str) -> np.ndarray:
+        """A view of one field's column (copy it before keeping it)."""
+        return self.cols[name][: self.n]
+
+    def last(self, name: str) -> int | float | None:
+        return self.cols[name][self.n - 1].item() if self.n else None
+
+    def records(self) -> list[IterationRecord]:
+        cols = [self.column(k).tolist() for k in FIELDS]
+        return [IterationRecord(*row) for row in zip(*cols, strict=True)]
+
+    def __len__(self) -> int:
+        return self.n

@@ -1,0 +1,148 @@
+"""What a watch leaves: the verdict, the records, the samples, the attribution, and exports."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..stages import Stage
+from .attribution import Attribution
+from .kinds import StopReason
+from .records import FIELDS, IterationRecord, RecordLog
+from .spec import WatchSpec
+from .units import format_bytes
+from .verdict import Verdict
+
+
+def _step_not_restored(*args: object) -> None:
+    """Stands in for the step of an unpickled result: functions of a session do not travel."""
+    raise RuntimeError("this result was unpickled: its step and setup (functions of the session "
+                       "that ran it) did not travel with it; run the watch again where they exist")
+
+
+# Static pictures of a result for front ends without widgets (nbconvert, GitHub): mime type ->
+# renderer. The report floor registers its SVG chart here (the engine may not import it).
+RENDERERS: dict[str, Callable[[WatchResult], str]] = {}
+
+
+@dataclass
+class WatchResult:
+    spec: WatchSpec
+    verdict: Verdict
+    stopped: StopReason
+    error: BaseException | None = None
+    error_iteration: int | None = None
+    error_traceback: str = ""
+    samples: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
+    stages: list[Stage] = field(default_factory=list)
+    stage_notes: list[str] = field(default_factory=list)
+    attribution: Attribution | None = None
+    elapsed: float = 0.0
+    baseline_rss: int = 0
+    _log: RecordLog = field(default_factory=lambda: RecordLog(0), repr=False)
+
+    @property
+    def iterations(self) -> list[IterationRecord]:
+        return self._log.records()
+
+    @property
+    def iteration_count(self) -> int:
+        return self._log.total
+
+    def column(self, name: str) -> np.ndarray:
+        """One field of the iteration records as a numpy array (cheaper than .iterations)."""
+        return self._log.column(name).copy()
+
+    # -- pickling: everything but the functions, which belong to the session that ran them --
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        spec = self.spec
+        state["spec"] = dataclasses.replace(
+            spec, step=_step_not_restored, code=None,
+            setup=None if spec.setup is None else _step_not_restored,
+        )
+        return state
+
+    # -- export --------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        att = self.attribution
+        return {
+            "verdict": self.verdict.to_dict(),
+            "stopped": self.stopped,
+            "error": None if self.error is None else repr(self.error),
+            "error_iteration": self.error_iteration,
+            "iterations": [dict(zip(FIELDS, r.values(), strict=True)) for r in self.iterations],
+            "iteration_count": self.iteration_count,
+            "samples": self.samples.tolist(),
+            "stages": [s.to_dict() for s in self.stages],
+            "stage_notes": list(self.stage_notes),
+            "attribution": att.to_dict() if att is not None else None,
+            "config": {"off": list(self.spec.off), "serial": list(self.spec.serial), "label": self.spec.label},
+            "elapsed": self.elapsed,
+            "baseline_rss": self.baseline_rss,
+        }
+
+    def to_json(self, **kwargs) -> str:
+        def default(o):
+            if isinstance(o, np.integer):
+                return int(o)
+            if isinstance(o, np.floating):
+                return float(o)
+            return repr(o)
+
+        d = self.to_dict()
+        v = d["verdict"]
+        for k in ("slope_low", "slope_high"):
+            if isinstance(v[k], float) and not math.isfinite(v[k]):
+                v[k] = None
+        return json.dumps(d, default=default, **kwargs)
+
+    def to_csv(self, path) -> None:
+        """One row per iteration (the records' fields)."""
+        with open(path, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(FIELDS)
+            cols = [self._log.column(k).tolist() for k in FIELDS]
+            w.writerows(zip(*cols, strict=True))
+
+    # -- display -------------------------------------------------------------------------
+    def __str__(self) -> str:
+        n = self.iteration_count
+        lines = [self.verdict.summary or f"Verdict: {self.verdict.kind}"]
+        rss = self._log.column("rss")
+        if rss.size:
+            lines.append(
+                f"{n:,} iterations in {self.elapsed:.1f} s (stopped: {self.stopped}); "
+                f"RSS {format_bytes(self.baseline_rss)} \u2192 {format_bytes(int(rss[-1]))}, "
+                f"peak {format_bytes(int(self._log.column('peak_rss').max()))}."
+            )
+        else:
+            lines.append(f"No iteration finished (stopped: {self.stopped}).")
+        if self.error is not None:
+            where = ("the setup" if self.error_iteration is None
+                     else f"iteration {self.error_iteration}")
+            lines.append(f"{type(self.error).__name__} in {where}: {self.error}")
+        if self.attribution is not None and self.attribution.summary:
+            lines.append(str(self.attribution))
+        if self.stages:
+            lines.append("Stages: " + ", ".join(s.id for s in self.stages))
+        lines.extend(self.stage_notes)
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<WatchResult {self.verdict.kind} after {self.iteration_count} iterations, stopped: {self.stopped}>"
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        bundle = {"text/plain": str(self)}
+        for mime, render in RENDERERS.items():
+            try:
+                bundle[mime] = render(self)
+            except Exception:  # a picture must never hide the text report
+                pass
+        return bundle

@@ -1,0 +1,60 @@
+"""WatchSpec: everything needed to run a watch again (Run again, each bisection configuration)."""
+
+from __future__ import annotations
+
+import inspect
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..stages import parse_ids
+
+
+@dataclass
+class WatchSpec:
+    """A watch to run: the step and its setup, the budget, the guards, the stage toggles.
+
+    Derive variants with ``dataclasses.replace`` (the bisection does, for each configuration).
+    """
+
+    step: Callable
+    setup: Callable | None = None
+    iterations: int | None = None
+    seconds: float | None = None
+    warmup: int | None = None
+    max_rss: int | None = None  # bytes
+    off: tuple[str, ...] = ()  # stage ids or kinds to switch off
+    serial: tuple[str, ...] = ()  # stage ids or kinds to make serial
+    trace: bool = False  # tracemalloc allocation sites
+    lines: bool = False  # memory_profiler line-by-line increments
+    label: str = ""  # name of this configuration (bisection, a dashboard's series)
+    code: types.CodeType | None = None  # the code --lines reports on (default: the step's own)
+
+    def __post_init__(self) -> None:
+        if not callable(self.step):
+            raise TypeError(f"step must be callable, not {type(self.step).__name__}")
+        for name, fn in (("step", self.step), ("setup", self.setup)):
+            if inspect.isgeneratorfunction(fn) or inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+                raise TypeError(
+                    f"{name} is {'an async' if not inspect.isgeneratorfunction(fn) else 'a generator'} "
+                    "function: calling it only creates an object and never runs its body; pass a "
+                    "plain function (e.g. lambda: next(gen), or lambda: asyncio.run(step()))"
+                )
+        if self.setup is not None and not callable(self.setup):
+            raise TypeError(f"setup must be callable or None, not {type(self.setup).__name__}")
+        if self.iterations is not None and (not isinstance(self.iterations, int) or self.iterations < 1):
+            raise ValueError(f"iterations must be a positive integer, not {self.iterations!r}")
+        if self.seconds is not None and not (self.seconds > 0):
+            raise ValueError(f"seconds must be positive, not {self.seconds!r}")
+        if self.warmup is not None and (not isinstance(self.warmup, int) or self.warmup < 0):
+            raise ValueError(f"warmup must be a non-negative integer, not {self.warmup!r}")
+        if self.max_rss is not None and (not isinstance(self.max_rss, int) or self.max_rss <= 0):
+            raise ValueError(f"max_rss must be a positive number of bytes, not {self.max_rss!r}")
+        self.off = parse_ids(self.off, "off")
+        self.serial = parse_ids(self.serial, "serial")
+
+    @property
+    def toggles(self) -> str:
+        """'map@4 off, prefetch serial', or 'as written' when nothing is toggled."""
+        parts = [f"{s} off" for s in self.off] + [f"{s} serial" for s in self.serial]
+        return ", ".join(parts) if parts else "as written"

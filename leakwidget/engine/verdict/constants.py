@@ -1,0 +1,14 @@
+"""The levels and sizes a verdict is decided with (the package docstring says what each is for)."""
+
+from __future__ import annotations
+
+Z95 = 1.959964
+Z99 = 2.575829
+Z_DECIDE = 3.290527  # 99.9% two-sided: the level a leak must reach
+MAX_POINTS = 300  # bucket medians the estimators work on
+MIN_POINTS = 8  # iterations after warm-up before anything is decided
+STABLE_HORIZON_S = 24 * 3600.0  # "stable": the slope's upper bound would not exhaust memory in this
+MIN_LEAK_GROWTH = 1024 * 1024  # a leak must have added at least this much during the run
+BLOCK_BYTES = 64  # a typical pymalloc block (objects of 49–64 B): turns block counts into bytes
+MIN_RISES_UNEXPLAINED = 12  # rises growth needs when nothing in use grows with it (see 3.)
+LIVE_SHARE = 0.25  # growth is "in use" when malloc's bytes or Python's blocks grow this fast

@@ -1,0 +1,125 @@
+"""Is RSS growing steadily from a given start, and did anything in use grow along with it?"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .constants import BLOCK_BYTES, LIVE_SHARE, MIN_POINTS, MIN_RISES_UNEXPLAINED
+from .stats import Trend, batches, effective_rises, running_median, theil_sen, trend
+
+
+@dataclass(frozen=True)
+class LeakTest:
+    onset: float  # the first batch's iteration: where the tested growth starts
+    trend: Trend
+    h2: Trend  # the second half's trend (the whole one when not significant)
+    sustained: bool  # both halves grew, and no single step carries the growth
+    is_leak: bool
+    material: bool  # it added at least the minimum growth
+
+
+def leak_test(x: np.ndarray, y: np.ndarray, onset: float, min_growth: float) -> LeakTest:
+    """Is memory growing steadily from ``onset`` to the end?"""
+    keep = x >= onset
+    gx, gy, tr, _ = batches(x[keep], y[keep])
+    start = float(gx[0]) if gx.size else onset
+    if not tr.low_decide > 0:
+        # Not significant: not a leak, whatever its halves do (and live verdicts are cheaper).
+        return LeakTest(start, tr, tr, False, False, False)
+    half = gx.size // 2
+    h1 = theil_sen(gx[:half], gy[:half])
+    h2 = theil_sen(gx[half:], gy[half:])
+    # A few big jumps (the allocator's high-water mark rising now and then) are not a leak:
+    # no single step between batches may carry 40% of the growth. A running median of 5 keeps
+    # level shifts and drops isolated spikes, which Theil–Sen already ignores.
+    sm = running_median(gy, 5)
+    total_rise = float(sm[-1] - sm[0])
+    spread = total_rise > 0 and float(np.max(np.diff(sm))) < 0.4 * total_rise
+    sustained = h1.slope > 0.3 * tr.slope and h2.slope > 0.5 * tr.slope and spread
+    # Growth too small to matter yet (the allocator's slow creep under threads looks like this)
+    # is not called a leak until it adds up to MIN_LEAK_GROWTH.
+    material = tr.slope * (float(x[-1]) - start) >= min_growth
+    is_leak = (keep.sum() >= MIN_POINTS and tr.low_decide > 0 and h2.low > 0 and sustained
+               and material)
+    return LeakTest(start, tr, h2, sustained, is_leak, material)
+
+
+def in_use_grows(x: np.ndarray, rss: np.ndarray, in_use: np.ndarray | None, blocks: np.ndarray | None,
+                 onset: float, rss_slope: float) -> bool | None:
+    """Did anything in use grow along with RSS since ``onset``?
+
+    True when Python's block count or glibc malloc's bytes in use grew at LIVE_SHARE of the RSS
+    slope or more; False when malloc's count (read at 4 points at least) did not; None when it
+    was not read (no glibc 2.33+, or too few checkpoints) or cannot be the process's heap (under
+    2% of RSS: jemalloc or tcmalloc preloaded serve malloc, and glibc's count stays flat).
+    """
+    keep = x >= onset
+    if blocks is not None:
+        bt = trend(x[keep], np.asarray(blocks, dtype=float)[keep])
+        if bt.low > 0 and bt.slope * BLOCK_BYTES >= LIVE_SHARE * rss_slope:
+            return True
+    if in_use is None:
+        return None
+    u = np.asarray(in_use, dtype=float)[keep]
+    read = u >= 0
+    if read.sum() < 4:
+        return None
+    ux, uy = x[keep][read], u[read]
+    if np.median(uy) < 0.02 * float(np.median(rss[keep])):
+        return None
+    return trend(ux, uy).slope >= LIVE_SHARE * rss_slope
+
+
+@dataclass(frozen=True)
+class LeakChoice:
+    """Which start of growth the verdict reports, and whether that growth is a leak."""
+
+    test: LeakTest  # the reported start: a leak's, or the first candidate's when none is one
+    is_leak: bool
+    # (growth, rises) of the first significant growth nothing in use followed, in too few rises
+    unexplained: tuple[float, float] | None
+
+
+def _unexplained(x: np.ndarray, y: np.ndarray, in_use: np.ndarray | None, blocks: np.ndarray | None,
+                 t: LeakTest) -> tuple[float, float] | None:
+    """None when the growth ``t`` found is explained (something in use grew with it, or it came
+    in many rises); else how much it grew and in how many rises' worth."""
+    if in_use_grows(x, y, in_use, blocks, t.onset, t.trend.slope) is not False:
+        return None
+    rises = effective_rises(y[x >= t.onset])
+    if rises >= MIN_RISES_UNEXPLAINED:
+        return None
+    return t.trend.slope * (float(x[-1]) - t.onset), rises
+
+
+def _current_rate(chosen: LeakTest, later: LeakTest) -> LeakTest:
+    """Growth that has slowed down since the onset (caches warming up on top of a slower leak):
+    the current rate is what runs memory out, so report the later, slower one — clearly
+    slower, or as slow with a much tighter interval (the early, faster stretch was only
+    widening it)."""
+    slower = later.trend.high < chosen.trend.low and later.trend.slope < 0.75 * chosen.trend.slope
+    tighter = (later.trend.high < 0.75 * chosen.trend.high
+               and later.trend.slope <= 1.05 * chosen.trend.slope)
+    return later if slower or tighter else chosen
+
+
+def choose_leak(x: np.ndarray, y: np.ndarray, tests: list[LeakTest], in_use: np.ndarray | None,
+                blocks: np.ndarray | None) -> LeakChoice:
+    """The leak among the candidate starts ``tests`` (in order), if any: the first that passes,
+    or a later one that shows the current, slower rate."""
+    passing: list[LeakTest] = []
+    unexplained = None
+    for t in tests:
+        if not t.is_leak:
+            continue
+        why = _unexplained(x, y, in_use, blocks, t)
+        if why is None:
+            passing.append(t)
+        elif unexplained is None:
+            unexplained = why
+    chosen = passing[0] if passing else tests[0]
+    for t in passing[1:]:
+        chosen = _current_rate(chosen, t)
+    return LeakChoice(chosen, bool(passing), unexplained)

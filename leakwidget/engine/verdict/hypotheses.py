@@ -1,0 +1,270 @@
+"""One function per hypothesis, tried in order by :func:`.decision.decide`: each returns a
+:class:`.model.Finding` when the evidence supports it, None otherwise."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .constants import BLOCK_BYTES, MIN_LEAK_GROWTH, MIN_POINTS
+from .evidence import Evidence, Window
+from .growth import leak_test
+from .model import (
+    Doubt,
+    Filled,
+    Finding,
+    Flat,
+    Growth,
+    NoData,
+    NoFit,
+    Noisy,
+    NotYetSignificant,
+    PythonBlocks,
+    StepThenFlat,
+    TooFew,
+    TooLittle,
+    Unexplained,
+    Unsteady,
+    Verdict,
+)
+from .stats import Trend, batches, robust_sigma, trend
+
+
+def _trend_line(tr: Trend, x0: float, x1: float) -> list[tuple[float, float]]:
+    return [(x0, tr.intercept + tr.slope * x0), (x1, tr.intercept + tr.slope * x1)]
+
+
+def no_data() -> Finding:
+    return Finding(Verdict("inconclusive"), NoData())
+
+
+def too_few(window: Window) -> Finding:
+    """Fewer than MIN_POINTS iterations after the warm-up: nothing is decided yet."""
+    verdict = Verdict("inconclusive", warmup=window.warmup, iterations=window.iterations)
+    return Finding(verdict, TooFew(window.x.size))
+
+
+# --- leak ---------------------------------------------------------------------------------------
+
+
+def _blocks_may_grow(x: np.ndarray, blocks: np.ndarray, floor: float) -> bool:
+    """Python objects that are not accumulating at all (the usual case) need no closer look:
+    even a leak starting halfway would lift the whole run's trend to a quarter of its rate."""
+    return trend(x, blocks).high * BLOCK_BYTES >= 0.25 * floor
+
+
+def hidden_python_leak(ev: Evidence) -> Finding | None:
+    """Python objects that keep accumulating (the allocator's block count) while RSS does not
+    grow yet, because the process is reusing memory it freed earlier."""
+    x, blocks = ev.window.x, ev.blocks
+    floor = max(ev.negligible, 1024.0)
+    if ev.leak.is_leak or blocks is None or not _blocks_may_grow(x, blocks, floor):
+        return None
+    tests = (leak_test(x, blocks, s, MIN_LEAK_GROWTH / BLOCK_BYTES) for s in ev.starts)
+    found = next((t for t in tests if t.is_leak), None)
+    if found is None or not found.trend.slope * BLOCK_BYTES >= floor:  # not >=: NaN is no leak
+        return None
+    rss_growth = ev.leak.test
+    verdict = Verdict(
+        "leak",
+        slope=found.trend.slope * BLOCK_BYTES,
+        slope_low=found.trend.low * BLOCK_BYTES,
+        slope_high=found.trend.high * BLOCK_BYTES,
+        onset=int(round(found.onset)),
+        warmup=ev.window.warmup,
+        iterations=ev.window.iterations,
+        confident=found.trend.low_decide > 0 and found.h2.low99 > 0,
+        # The chart is of RSS, so the line drawn is RSS's own trend.
+        fit=_trend_line(rss_growth.trend, rss_growth.onset, float(x[-1])),
+    )
+    return Finding(verdict, PythonBlocks(found.trend))
+
+
+def rss_leak(ev: Evidence) -> Finding | None:
+    """RSS growing steadily, significantly and materially since the onset."""
+    if not ev.leak.is_leak:
+        return None
+    chosen, x = ev.leak.test, ev.window.x
+    onset, tr, h2 = chosen.onset, chosen.trend, chosen.h2
+    # Still slowing down (its second half clearly slower than the whole): not yet sure of
+    # the rate, nor that it will not level off; keep watching.
+    decelerating = h2.high < 0.75 * tr.slope
+    level0 = tr.intercept + tr.slope * onset
+    fit = [(float(ev.fx[0]), level0)] if onset > ev.fx[0] else []
+    verdict = Verdict(
+        "leak",
+        slope=tr.slope,
+        slope_low=tr.low,
+        slope_high=tr.high,
+        onset=int(round(onset)),
+        warmup=ev.window.warmup,
+        iterations=ev.window.iterations,
+        confident=(tr.low_decide > 0 and h2.low99 > 0 and (x[-1] - onset) >= 12
+                   and not decelerating),
+        fit=fit + _trend_line(tr, onset, float(x[-1])),
+    )
+    if ev.room is not None and tr.slope > 0:
+        verdict.exhaust_iterations = ev.room / tr.slope
+        if ev.sec_per_iter:
+            verdict.exhaust_seconds = verdict.exhaust_iterations * ev.sec_per_iter
+    return Finding(verdict, Growth())
+
+
+# --- plateau: rising, then flat -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fill:
+    """A significant rise, then a flat stretch: the best "rise, then flat" fit, where it holds."""
+
+    fit_start: float  # where the fit starts (the first bucket after the warm-up)
+    start: float  # where the fill starts: the fit's start, or iteration 0 if the warm-up was part
+    start_level: float
+    knee: float  # where it stopped rising
+    top: float  # the level it stopped at
+    filled: float  # top - start_level
+    rise: float  # the fit's own rise, from fit_start to the knee
+    fill_rate: float  # bytes per iteration while filling
+    tail: Trend  # the trend since the knee
+    tail_len: float  # iterations since the knee
+
+
+def rise_then_flat(ev: Evidence) -> Fill | None:
+    """The best "rise, then flat" fit, when its rise is well above the noise and its flat part,
+    at least half as long as the rise, grows under a quarter of the rise's rate."""
+    down, fx, x, y = ev.down, ev.fx, ev.window.x, ev.window.y
+    if down is None or not down.slope > 0:
+        return None
+    kp, b_fill = down.knee, down.slope
+    rise_len = kp - fx[0]
+    tail_len = fx[-1] - kp
+    in_tail = x >= kp
+    if not (in_tail.sum() >= MIN_POINTS and tail_len >= max(0.5 * rise_len, MIN_POINTS)):
+        return None
+    tbx, tby, tt, _ = batches(x[in_tail], y[in_tail])
+    tail_sigma = robust_sigma(tby - (tt.intercept + tt.slope * tbx))
+    top = down.level + b_fill * kp
+    start, start_level = float(fx[0]), down.level + b_fill * fx[0]
+    if ev.long_warmup and start_level - ev.rss0 > 4 * max(tail_sigma, 4096.0):
+        # The warm-up was the first part of this fill (a cache filling fast at first):
+        # the user's question is how much the buffer holds, so count it from iteration 0.
+        start, start_level = float(ev.window.first), ev.rss0
+    filled = top - start_level
+    fill_rate = max(b_fill, filled / max(kp - start, 1.0))
+    rise_sig = filled > 4 * max(tail_sigma, 4096.0)
+    flat = tt.high < 0.25 * fill_rate and tt.high < filled / max(tail_len, 1)
+    if not (rise_sig and flat):
+        return None
+    return Fill(float(fx[0]), start, start_level, kp, top, filled, b_fill * rise_len, fill_rate,
+                tt, tail_len)
+
+
+def plateau(ev: Evidence, fill: Fill | None) -> Finding | None:
+    """A buffer or cache that filled up (at least MIN_LEAK_GROWTH) and is flat since."""
+    if fill is None or fill.filled < MIN_LEAK_GROWTH:
+        return None
+    tt = fill.tail
+    verdict = Verdict(
+        "plateau",
+        slope=tt.slope,
+        slope_low=tt.low,
+        slope_high=tt.high,
+        onset=int(round(fill.start)),
+        warmup=ev.window.warmup,
+        iterations=ev.window.iterations,
+        confident=fill.tail_len >= 20 and tt.high < 0.15 * fill.fill_rate,
+        fit=[(fill.start, fill.start_level), (fill.knee, fill.top), (float(ev.window.x[-1]), fill.top)],
+    )
+    return Finding(verdict, Filled(fill.filled, fill.start, fill.knee))
+
+
+# --- stable -----------------------------------------------------------------------------------
+
+
+def _filled_in_warmup(ev: Evidence) -> bool:
+    """A long warm-up that was a fill, and flat since by the plateau rule (under a quarter of
+    the fill's rate), even if a few stray pages since keep it from being "stable" at a fast
+    step's rate of iterations."""
+    x, w, high = ev.window.x, ev.window.warmup, ev.overall.high
+    warm_fill = ev.level - ev.rss0
+    return bool(ev.long_warmup and warm_fill >= max(MIN_LEAK_GROWTH, 4 * ev.sigma)
+                and high < 0.25 * warm_fill / max(w, 1) and high * (x[-1] - x[0]) < warm_fill)
+
+
+def stable(ev: Evidence, fill: Fill | None) -> Finding | None:
+    """No growth after the warm-up, or one rise under MIN_LEAK_GROWTH and flat since; a
+    warm-up that was a fill, flat since, is a plateau."""
+    ceiling = max(ev.negligible, 64.0)
+    flat_all = ev.overall.low <= 0 and ev.overall.high < ceiling
+    small = fill is not None and fill.filled < MIN_LEAK_GROWTH
+    step = fill if small and fill.tail.high < ceiling else None
+    if not (flat_all or step is not None or _filled_in_warmup(ev)):
+        return None
+    x = ev.window.x
+    if flat_all or step is None:
+        tr, level = ev.overall, ev.level
+    else:
+        tr, level = step.tail, float(step.tail.intercept + step.tail.slope * x[-1])
+    # A warm-up that is really a fill (many iterations, a material rise) is a plateau:
+    # a cache or buffer filling during the first iterations and full since.
+    grown = level - ev.rss0
+    if ev.long_warmup and grown >= max(MIN_LEAK_GROWTH, 4 * ev.sigma):
+        return _warmup_fill(ev, tr, level, grown)
+    verdict = Verdict(
+        "stable", slope=tr.slope, slope_low=tr.low, slope_high=tr.high, warmup=ev.window.warmup,
+        iterations=ev.window.iterations, confident=x.size >= 20,
+    )
+    if flat_all or step is None:
+        verdict.fit = [(float(ev.fx[0]), level), (float(x[-1]), level)]
+        return Finding(verdict, Flat())
+    verdict.fit = [(step.fit_start, level - step.rise), (step.knee, level), (float(x[-1]), level)]
+    return Finding(verdict, StepThenFlat(step.rise, step.fit_start, step.knee))
+
+
+def _warmup_fill(ev: Evidence, tr: Trend, level: float, grown: float) -> Finding:
+    window = ev.window
+    verdict = Verdict(
+        "plateau", slope=tr.slope, slope_low=tr.low, slope_high=tr.high,
+        onset=int(window.first), warmup=window.warmup, iterations=window.iterations,
+        confident=window.x.size >= 20,
+        fit=[(float(window.first), ev.rss0), (float(window.start), level),
+             (float(window.x[-1]), level)],
+    )
+    return Finding(verdict, Filled(grown, window.first, window.start))
+
+
+# --- inconclusive, with the reason ----------------------------------------------------------
+
+
+def _doubt(ev: Evidence) -> Doubt:
+    chosen = ev.leak.test
+    tr = chosen.trend
+    if ev.leak.unexplained is not None:
+        return Unexplained(*ev.leak.unexplained)
+    if tr.low_decide > 0 and chosen.sustained and not chosen.material:
+        return TooLittle(tr.slope * (ev.window.x[-1] - chosen.onset), ev.min_growth)
+    if tr.low_decide > 0 and not chosen.sustained:
+        return Unsteady()
+    if tr.low > 0:
+        return NotYetSignificant()
+    if ev.overall.low <= 0:
+        return Noisy(ev.sigma, ev.overall.high)
+    return NoFit()
+
+
+def inconclusive(ev: Evidence) -> Finding:
+    """None of the above: say why, with the trend since the reported start."""
+    chosen = ev.leak.test
+    tr = chosen.trend
+    verdict = Verdict(
+        "inconclusive",
+        slope=tr.slope,
+        slope_low=tr.low,
+        slope_high=tr.high,
+        warmup=ev.window.warmup,
+        iterations=ev.window.iterations,
+        onset=int(round(chosen.onset)),
+        fit=_trend_line(tr, chosen.onset, float(ev.window.x[-1])),
+    )
+    return Finding(verdict, _doubt(ev))

@@ -1,0 +1,135 @@
+"""What a verdict is, and what the hypotheses hand over to be put into words.
+
+A hypothesis that holds returns a :class:`Finding`: the :class:`Verdict`'s numbers, and a story —
+the kind of sentence it calls for, with the numbers that sentence needs beyond the Verdict's own
+fields. :mod:`.words` turns the story into the summary and the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from ..kinds import VerdictKind
+from .stats import Trend
+
+
+@dataclass
+class Verdict:
+    kind: VerdictKind
+    slope: float = 0.0  # bytes per iteration
+    slope_low: float = 0.0  # 95% interval
+    slope_high: float = 0.0
+    onset: int | None = None  # iteration where steady growth starts (leak) or the rise (plateau)
+    warmup: int = 0  # iterations treated as warm-up
+    exhaust_iterations: float | None = None
+    exhaust_seconds: float | None = None
+    confident: bool = False
+    fit: list[tuple[float, float]] = field(default_factory=list)
+    summary: str = ""
+    iterations: int = 0
+    reason: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        return self.summary
+
+
+@dataclass(frozen=True)
+class NoData:
+    """No iteration finished."""
+
+
+@dataclass(frozen=True)
+class TooFew:
+    """Fewer than MIN_POINTS iterations after the warm-up."""
+
+    after_warmup: int
+
+
+@dataclass(frozen=True)
+class PythonBlocks:
+    """Python objects accumulating while RSS does not grow yet."""
+
+    blocks: Trend  # allocator blocks per iteration
+
+
+@dataclass(frozen=True)
+class Growth:
+    """A leak in RSS: the Verdict's slope, onset and projection say it all."""
+
+
+@dataclass(frozen=True)
+class Filled:
+    """A plateau: memory grew by ``grown`` over iterations ``first``–``last``, flat since."""
+
+    grown: float
+    first: float
+    last: float
+
+
+@dataclass(frozen=True)
+class Flat:
+    """Stable: no growth after the warm-up."""
+
+
+@dataclass(frozen=True)
+class StepThenFlat:
+    """Stable: one rise under MIN_LEAK_GROWTH over iterations ``first``–``last``, flat since."""
+
+    rise: float
+    first: float
+    last: float
+
+
+# Why a verdict is inconclusive, one class per reason.
+
+
+@dataclass(frozen=True)
+class Unexplained:
+    """RSS grew in few rises while nothing in use grew: the allocator taking room."""
+
+    grown: float
+    rises: float
+
+
+@dataclass(frozen=True)
+class TooLittle:
+    """Steady growth, but less than a leak must add."""
+
+    grown: float
+    needed: float
+
+
+@dataclass(frozen=True)
+class Unsteady:
+    """Significant growth, but not sustained (a jump, or levelling off)."""
+
+
+@dataclass(frozen=True)
+class NotYetSignificant:
+    """Growth at 95%, not yet at the level a leak must reach."""
+
+
+@dataclass(frozen=True)
+class Noisy:
+    """No significant growth, but the noise ``sigma`` allows a leak up to ``high`` per iteration."""
+
+    sigma: float
+    high: float
+
+
+@dataclass(frozen=True)
+class NoFit:
+    """Neither a leak, a plateau nor a stable level."""
+
+
+Doubt = Unexplained | TooLittle | Unsteady | NotYetSignificant | Noisy | NoFit
+Story = NoData | TooFew | PythonBlocks | Growth | Filled | Flat | StepThenFlat | Doubt
+
+
+@dataclass(frozen=True)
+class Finding:
+    verdict: Verdict  # every field but the words (summary, reason)
+    story: Story

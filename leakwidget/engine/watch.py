@@ -1,0 +1,426 @@
+"""The repeat loop: run a step again and again, measure each iteration, guard the process.
+
+One loop, :meth:`Watch.run_async`, awaits a *pause* between iterations: a real one
+(:class:`YieldToLoop`) lets a Jupyter kernel deliver widget clicks while the cell runs, and
+:data:`NO_PAUSE` completes at once, so :meth:`Watch.run` drives the very same coroutine to its
+end without an event loop (:func:`run_sync`). Everything that can go wrong — an exception in the
+step, a KeyboardInterrupt, memory running out — ends the run with a partial
+:class:`~leakwidget.engine.result.WatchResult`; every patch is undone and every thread joined on
+every way out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import inspect
+import math
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, Protocol, TypeVar
+
+import numpy as np
+
+from ..stages import Stage, StageSession, session
+from . import sampler
+from .attribution import Tracker, find_step_code
+from .budget import Budget
+from .guard import MemoryGuard, MemoryGuardTripped
+from .interrupts import Interrupts
+from .kinds import StopReason
+from .meter import Meter
+from .observer import Observer
+from .publisher import Publisher
+from .records import RecordLog
+from .result import WatchResult
+from .sources import THIS_PROCESS, MemorySource
+from .spec import WatchSpec
+from .verdict import Verdict, decide
+
+VERDICT_INTERVAL = 0.5  # seconds between live verdicts, at least
+VERDICT_SHARE = 0.01  # and at most this share of the run spent on them
+
+T = TypeVar("T")
+
+_active_lock = threading.Lock()
+_active: Watch | None = None
+
+
+class WatchAlreadyRunning(RuntimeError):
+    pass
+
+
+def active_watch() -> Watch | None:
+    return _active
+
+
+# ---------------------------------------------------------------------------------------------
+# Pauses between iterations, and the synchronous driver
+
+
+class Pause(Protocol):
+    yields_to_loop: bool
+
+    async def __call__(self) -> None: ...
+
+
+class _NoPause:
+    """Completes at once: a coroutine that only awaits this never suspends."""
+
+    yields_to_loop = False
+
+    async def __call__(self) -> None:
+        return None
+
+
+NO_PAUSE = _NoPause()
+
+
+class YieldToLoop:
+    """Awaits the event loop between iterations: ready callbacks run at once, and every 50 ms a
+    1 ms sleep lets the kernel read its sockets, so a Stop click lands within a fraction of a
+    second."""
+
+    yields_to_loop = True
+
+    def __init__(self) -> None:
+        self._last = time.perf_counter()
+
+    async def __call__(self) -> None:
+        await asyncio.sleep(0)
+        now = time.perf_counter()
+        if now - self._last > 0.05:
+            await asyncio.sleep(0.001)
+            self._last = now
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never suspends (it awaits only NO_PAUSE) to its end."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value
+    coro.close()
+    raise RuntimeError("a synchronous run awaited something that needs an event loop")
+
+
+# ---------------------------------------------------------------------------------------------
+# The loop
+
+
+class Watch:
+    """One watch of ``spec``: ``await run_async()`` or ``run()``; observers follow it.
+
+    ``tracker``: the attribution tracker (True: the default one for the spec's options; False:
+    no attribution). ``live_verdict``: recompute the verdict while running (default: when
+    someone observes, or when the run stops on a confident verdict). ``source``: what is
+    measured (this process; another process tree is seen only through its RSS, without stage
+    toggles, attribution or the guard's interrupt).
+
+    Code that drives the iterations itself (a Keras callback) calls ``start()``, then
+    ``begin_iteration()`` / ``end_iteration()`` around each of its steps until the latter
+    returns False, then ``finish()``.
+    """
+
+    def __init__(self, spec: WatchSpec, observers: Sequence[Observer] = (), *,
+                 tracker: Tracker | bool = True, live_verdict: bool | None = None,
+                 source: MemorySource = THIS_PROCESS) -> None:
+        self.spec = spec
+        self.observers = list(observers)
+        self.source = source
+        if not source.in_process:
+            tracker = False
+        if tracker is True:
+            tracker = Tracker(trace=spec.trace, lines=spec.lines)
+        self.tracker = tracker or None
+        self.log = RecordLog()
+        self.verdict = Verdict("inconclusive", summary="Starting\u2026")
+        self.stopped: StopReason | None = None
+        self.error: BaseException | None = None
+        self.error_iteration: int | None = None
+        self.error_traceback = ""
+        self.index = 0
+        self.baseline_rss = 0
+        self.yields_to_loop = False
+        self.live_verdict = (live_verdict if live_verdict is not None
+                             else (spec.iterations is None and spec.seconds is None) or bool(observers))
+        self._stop_request: StopReason | None = None
+        self._session: StageSession | None = None
+        self._sampler: sampler.Sampler | None = None
+        self._publisher: Publisher | None = None
+        self._guard: MemoryGuard | None = None
+        self._meter: Meter | None = None
+        self._interrupts = Interrupts()
+        self._switch_interval: float | None = None
+        self._t0 = 0.0
+        self._headroom: int | None = None
+        self._next_verdict_t = -math.inf
+        self._budget: Budget | None = None
+        self._result: WatchResult | None = None
+
+    # ------------------------------------------------------------------ what observers see
+    @property
+    def label(self) -> str:
+        return self.spec.label
+
+    @property
+    def stages(self) -> list[Stage]:
+        return self._session.stages if self._session is not None else []
+
+    @property
+    def elapsed(self) -> float:
+        return time.perf_counter() - self._t0 if self._t0 else 0.0
+
+    def request_stop(self, reason: StopReason = "stopped") -> None:
+        """Ask the loop to stop at the next iteration boundary (safe from any thread)."""
+        if self._stop_request is None:
+            self._stop_request = reason
+
+    # ------------------------------------------------------------------ drivers
+    def run(self) -> WatchResult:
+        return run_sync(self.run_async(NO_PAUSE))
+
+    async def run_async(self, pause: Pause | None = None) -> WatchResult:
+        """The loop; ``pause`` is awaited between iterations (default: yield to the loop)."""
+        pause = YieldToLoop() if pause is None else pause
+        self.yields_to_loop = pause.yields_to_loop
+        self.start()  # on failure it has cleaned up after itself
+        try:
+            step = self._run_setup()
+            while self.stopped is None and self._within_budget():
+                self.begin_iteration()
+                try:
+                    self._guard.enter_step()
+                    try:
+                        returned = step()
+                    finally:
+                        self._guard.leave_step()
+                    _refuse_unrun_body(returned, self.index)
+                except BaseException as exc:
+                    self._stop_on(exc)
+                    break
+                if not self.end_iteration():
+                    break
+                await pause()
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            self.stopped = self.stopped or "interrupted"
+        finally:
+            result = self.finish()
+        return result
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        """Everything before the setup: guards, stage session, sampler, observers' on_start."""
+        global _active
+        with _active_lock:
+            if _active is not None:
+                raise WatchAlreadyRunning(
+                    "a leakwidget watch is already running in this process; "
+                    "a watch cannot be started inside another (stop the first one, or wait for it)"
+                )
+            _active = self
+        try:
+            self._interrupts.raise_at_once()
+            self._headroom, total = sampler.memory_status()
+            inside = self.source.in_process
+            self._guard = MemoryGuard(self.spec.max_rss, total, lambda: self.request_stop("memory-guard"),
+                                      interrupt=inside)
+            self._budget = Budget(self.spec, self._guard)
+            if inside:
+                self._session = session(off=self.spec.off, serial=self.spec.serial)
+                self._session.__enter__()
+                # The sampler thread needs the GIL 125 times a second; a pure-Python step holds
+                # it for up to the switch interval (5 ms) each time. 1 ms keeps sampling on time.
+                self._switch_interval = sys.getswitchinterval()
+                sys.setswitchinterval(min(self._switch_interval, 0.001))
+            self.baseline_rss = self.source.rss()
+            self._sampler = sampler.Sampler(hz=self.source.hz, read=self.source.rss,
+                                            guard=self._guard.check, on_trip=self._guard.trip).start()
+            self._t0 = self._sampler.t0  # one clock for samples and iteration records
+            self._meter = Meter(self._sampler, self._guard, self._t0, self.source)
+            if self.observers:
+                self._publisher = Publisher(self.observers, self._sampler.buffer,
+                                            lambda: self.stages).start()
+            for ob in self.observers:
+                ob.on_start(self)
+            if self.tracker is not None:
+                self.tracker.start(self.spec)
+        except BaseException:
+            self._teardown()
+            raise
+
+    def _run_setup(self) -> Callable[[], object]:
+        """Run the setup; the step to call each iteration (state bound, tracker's wrapping)."""
+        step = self.spec.step
+        try:
+            if self.spec.setup is not None:
+                self._guard.enter_step()
+                try:
+                    state = self.spec.setup()
+                finally:
+                    self._guard.leave_step()
+
+                def step_fn() -> object:
+                    return step(state)
+            else:
+                step_fn = step
+        except BaseException as exc:
+            self._stop_on(exc, iteration=None)
+            return step
+        self.settle()
+        if self.tracker is not None:
+            step_fn = self.tracker.wrap(step_fn, self.spec.code or find_step_code(step))
+        return step_fn
+
+    def settle(self) -> None:
+        """Before the first iteration: memory freed earlier (an earlier run, an earlier cell,
+        the pipeline the setup replaced) would otherwise be reused silently by a leak, hiding
+        it from RSS for hundreds of iterations: collect and hand it back first."""
+        if self.source.in_process:
+            gc.collect()
+            sampler.malloc_trim()
+
+    def _stop_on(self, exc: BaseException, iteration: int | None = -1) -> None:
+        """The step (or setup) raised: end the run, keeping what it measured."""
+        if isinstance(exc, MemoryGuardTripped):
+            self.stopped = "memory-guard"
+        elif isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError)):
+            self.stopped = "interrupted"
+        else:  # any other exception, SystemExit included: the result keeps it
+            self.stopped = "error"
+            self.error = exc
+            self.error_iteration = self.index if iteration == -1 else iteration
+            self.error_traceback = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+
+    def _within_budget(self) -> bool:
+        reason = self._stop_request or self._budget.reason(self.index, self.elapsed, self.log)
+        if reason is not None:
+            self.stopped = reason
+        return reason is None
+
+    def begin_iteration(self) -> None:
+        self._meter.begin()
+
+    def end_iteration(self) -> bool:
+        """Record the iteration that just ended; False when the watch should stop."""
+        try:
+            record = self._meter.end(self.index)
+            self.log.append(record)
+            self.index += 1
+            if self.tracker is not None:
+                self.tracker.on_iteration(record)
+            for ob in self.observers:
+                ob.on_iteration(record)
+            if self.live_verdict and record.end + self._t0 >= self._next_verdict_t:
+                self._update_verdict(record.end + self._t0)
+        except BaseException as exc:
+            self._stop_on(exc)
+            return False
+        return self.stopped is None and self._within_budget()
+
+    def _update_verdict(self, now: float) -> None:
+        self.verdict = verdict_of(self.log, self.spec, self._headroom, self.baseline_rss)
+        # At most every VERDICT_INTERVAL, and never more than ~1% of the run's time.
+        cost = time.perf_counter() - now
+        self._next_verdict_t = now + max(VERDICT_INTERVAL, cost / VERDICT_SHARE)
+        self._budget.count(self.verdict, self.log.total, now - self._t0)
+        for ob in self.observers:
+            ob.on_verdict(self.verdict)
+
+    def _teardown(self) -> None:
+        global _active
+        try:
+            if self._sampler is not None:
+                self._sampler.stop()
+            if self._publisher is not None:
+                self._publisher.stop()
+            if self._switch_interval is not None:
+                sys.setswitchinterval(self._switch_interval)
+                self._switch_interval = None
+            if self._meter is not None:
+                self._meter.close()
+        finally:
+            try:
+                if self._session is not None:
+                    self._session.__exit__(None, None, None)
+            finally:
+                with _active_lock:
+                    if _active is self:
+                        _active = None
+
+    def finish(self) -> WatchResult:
+        """Stop everything, decide, attribute, tell the observers; the result (once)."""
+        if self._result is not None:
+            return self._result
+        self._interrupts.hold()
+        try:
+            self._result = self._conclude()
+        finally:
+            self._interrupts.restore()
+        return self._result
+
+    def _conclude(self) -> WatchResult:
+        try:
+            if self._guard is not None:
+                try:
+                    self._guard.leave_step()
+                except MemoryGuardTripped:
+                    self.stopped = self.stopped or "memory-guard"
+        finally:
+            self._teardown()
+        if self.stopped is None:
+            self.stopped = self._stop_request or "stopped"
+        notes = list(self._session.notes) if self._session is not None else []
+        if self.stopped == "memory-guard" and self._guard is not None and self._guard.reason:
+            notes.append(f"Stopped by the memory guard: {self._guard.reason}.")
+        t, v = self._sampler.series() if self._sampler is not None else (np.zeros(0), np.zeros(0))
+        self.verdict = verdict_of(self.log, self.spec, self._headroom, self.baseline_rss)
+        result = WatchResult(
+            spec=self.spec, verdict=self.verdict, stopped=self.stopped, error=self.error,
+            error_iteration=self.error_iteration, error_traceback=self.error_traceback,
+            samples=np.column_stack([t, v.astype(np.float64)]) if t.size else np.zeros((0, 2)),
+            stages=self.stages, stage_notes=notes, elapsed=self.elapsed,
+            baseline_rss=self.baseline_rss, _log=self.log,
+        )
+        if self.tracker is not None:
+            try:
+                result.attribution = self.tracker.finish(result.verdict, self.log)
+            except Exception as exc:  # the attribution must not lose the result
+                result.stage_notes.append(f"Attribution failed: {exc!r}")
+        for ob in self.observers:
+            try:
+                ob.on_finish(result)
+            except Exception as exc:  # an observer must not lose the result
+                result.stage_notes.append(f"{type(ob).__name__} failed: {exc!r}")
+        return result
+
+
+def _refuse_unrun_body(returned: object, index: int) -> None:
+    """A step that returns a coroutine or a generator never ran its body: say so at once
+    rather than measure nothing (``async def`` steps, generator functions)."""
+    if index == 0 and (inspect.iscoroutine(returned) or inspect.isgenerator(returned)
+                       or inspect.isasyncgen(returned)):
+        kind = "coroutine" if inspect.iscoroutine(returned) else "generator"
+        returned.close()
+        raise TypeError(f"the step returned a {kind} without running its body: leakwidget calls "
+                        "the step synchronously; pass a plain function (for an async step, run "
+                        "the loop inside it: lambda: asyncio.run(step()))")
+
+
+def verdict_of(log: RecordLog, spec: WatchSpec, available: int | None, baseline_rss: int) -> Verdict:
+    """The verdict on the records so far; the projection uses the memory still available."""
+    headroom = available
+    if log.n:
+        # Headroom shrinks as the process grows: measure from the latest RSS.
+        last = int(log.last("rss"))
+        headroom = max(0, (available or 0) - max(0, last - baseline_rss))
+        if spec.max_rss is not None:
+            headroom = min(headroom, max(0, spec.max_rss - last))
+    return decide(
+        log.column("index"), log.column("rss"), durations=log.column("duration"),
+        warmup=spec.warmup, headroom=headroom, blocks=log.column("blocks"),
+        peaks=log.column("peak_rss"), in_use=log.column("malloc_in_use"),
+    )

@@ -1,0 +1,309 @@
+"""``%%leakwatch`` and ``%leakwatch``: repeat a cell while watching memory.
+
+Usage, like ``%%timeit``::
+
+    %%leakwatch [options] [setup statement]
+    <step: the cell body, run once per iteration in the notebook's namespace>
+
+    %leakwatch [options] statement
+
+The setup statement runs once; the cell body is the step. Sizes accept units ("2GiB",
+"500M"). Stage ids look like ``map@4`` (a stage built on line 4 of the cell), ``map@file.py:12``
+(built elsewhere) or a bare kind (``prefetch``: every prefetch). Examples::
+
+    %%leakwatch -t 30 it = iter(make_dataset())
+    next(it)
+
+    %%leakwatch --bisect it = iter(make_dataset())
+    next(it)
+
+    %leakwatch -n 200 --no-widget process(batch)
+"""
+
+from __future__ import annotations
+
+import argparse
+import keyword
+import sys
+import types
+
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+
+from ..engine.bisect import run_bisection
+from ..engine.observer import Observer
+from ..engine.result import WatchResult
+from ..engine.search import BisectResult
+from ..engine.spec import WatchSpec
+from ..engine.units import parse_size
+from ..engine.watch import NO_PAUSE, Pause, Watch, WatchAlreadyRunning, YieldToLoop, run_sync
+from ..stages import parse_ids
+from . import delivery
+from .progress import ProgressLine
+
+PROG = "%%leakwatch"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        raise UsageError(f"{PROG}: {message}\n\n{self.format_usage()}")
+
+    def exit(self, status: int = 0, message: str | None = None):
+        raise UsageError(message or self.format_help())
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return v
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative: {text!r}")
+    return v
+
+
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return v
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _ids(text: str) -> tuple[str, ...]:
+    ids = parse_ids(text, "stage ids")
+    if not ids:
+        raise argparse.ArgumentTypeError("expected comma-separated stage ids or kinds, e.g. map@4,prefetch")
+    return ids
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog=PROG,
+        usage="%(prog)s [options] [setup statement]\n<step: the cell body>",
+        description="Run the cell repeatedly while sampling memory; decide leak, plateau or stable.",
+        add_help=True,
+    )
+    p.add_argument("-n", "--iterations", type=_positive_int, metavar="N",
+                   help="stop after N iterations")
+    p.add_argument("-t", "--seconds", type=_positive_float, metavar="S",
+                   help="stop after S seconds (default: when the verdict is confident, at most 60 s)")
+    p.add_argument("--warmup", type=_non_negative_int, metavar="N",
+                   help="treat the first N iterations as warm-up (default: detect it)")
+    p.add_argument("--max-rss", type=_size, metavar="SIZE",
+                   help="stop before the process's RSS exceeds SIZE (e.g. 2GiB, 500M)")
+    p.add_argument("--no-widget", action="store_true",
+                   help="no live widget: print a progress line and the report")
+    p.add_argument("-o", dest="output", metavar="NAME",
+                   help="store the result in the variable NAME")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="print nothing (use with -o)")
+    p.add_argument("--off", type=_ids, default=(), metavar="IDS",
+                   help="switch these pipeline stages off (comma-separated ids or kinds)")
+    p.add_argument("--serial", type=_ids, default=(), metavar="IDS",
+                   help="make these pipeline stages serial and deterministic")
+    p.add_argument("--bisect", action="store_true",
+                   help="find the stage(s) whose being on makes memory leak")
+    p.add_argument("--trace", action="store_true",
+                   help="trace allocations with tracemalloc and list the growing sites")
+    p.add_argument("--lines", action="store_true",
+                   help="line-by-line memory increments of the step (memory_profiler; slower)")
+    return p
+
+
+# Options that take a value, so the split between options and setup statement is exact.
+_VALUED = {"-n", "--iterations", "-t", "--seconds", "--warmup", "--max-rss", "-o", "--off", "--serial"}
+
+
+def split_line(line: str) -> tuple[list[str], str]:
+    """Split the magic line into option tokens and the verbatim statement that follows them.
+
+    Options come first (like %%timeit); the first token that is not an option starts the
+    statement, which is kept exactly as written (quotes, '=' and all).
+    """
+    tokens: list[str] = []
+    pos = 0
+    n = len(line)
+    expect_value = False
+    while pos < n:
+        while pos < n and line[pos].isspace():
+            pos += 1
+        if pos >= n:
+            break
+        end = pos
+        while end < n and not line[end].isspace():
+            end += 1
+        tok = line[pos:end]
+        if expect_value:
+            tokens.append(tok)
+            expect_value = False
+        elif tok == "--":
+            pos = end
+            break
+        elif tok.startswith("-") and len(tok) > 1 and not tok[1].isdigit():
+            tokens.append(tok)
+            name = tok.split("=", 1)[0]
+            # "--seconds=5" and "-n100" carry their value; "-n 100" takes the next token.
+            expect_value = name in _VALUED and "=" not in tok
+        else:
+            break
+        pos = end
+    rest = line[pos:].strip()
+    return tokens, rest
+
+
+def _usage_error(message: str) -> UsageError:
+    return UsageError(f"{PROG}: {message}\n\n{build_parser().format_usage()}")
+
+
+def parse(line: str) -> tuple[argparse.Namespace, str]:
+    tokens, rest = split_line(line)
+    args = build_parser().parse_args(tokens)
+    if args.bisect and (args.off or args.serial):
+        raise _usage_error("--bisect chooses the stages itself; drop --off/--serial")
+    if args.output is not None and (not args.output.isidentifier() or keyword.iskeyword(args.output)):
+        raise _usage_error(f"-o needs a variable name, not {args.output!r}")
+    return args, rest
+
+
+def _help_text() -> str:
+    return (__doc__ or "") + "\nOptions:\n" + build_parser().format_help()
+
+
+class CellRun:
+    """One ``%%leakwatch`` / ``%leakwatch`` invocation: parsed, compiled, ready to run."""
+
+    def __init__(self, shell: InteractiveShell, line: str, cell: str | None) -> None:
+        self.shell = shell
+        self.args, rest = parse(line)
+        setup_src, step_src = (rest, cell) if cell is not None else ("", rest)
+        if not step_src.strip():
+            what = "the cell has no body to repeat" if cell is not None else "give a statement to repeat"
+            raise _usage_error(what)
+        ns = shell.user_ns
+        step_code = self._compile(step_src)
+        setup_code = self._compile(setup_src) if setup_src.strip() else None
+
+        def step(_state: object = None) -> None:
+            exec(step_code, ns)  # noqa: S102 - this is the user's own cell
+
+        def setup() -> None:
+            exec(setup_code, ns)  # noqa: S102
+
+        a = self.args
+        self.spec = WatchSpec(
+            step=step, setup=setup if setup_code is not None else None, iterations=a.iterations,
+            seconds=a.seconds, warmup=a.warmup, max_rss=a.max_rss, off=a.off, serial=a.serial,
+            trace=a.trace, lines=a.lines, code=step_code,
+        )
+        self.dashboard = None
+
+    def _compile(self, source: str) -> types.CodeType:
+        src = self.shell.transform_cell(source)
+        filename = self.shell.compile.cache(src, self.shell.execution_count)
+        return self.shell.compile(src, filename, "exec")
+
+    def _observers(self) -> list[Observer]:
+        if not self.args.no_widget and delivery.in_kernel(self.shell):
+            from .dashboard import show_dashboard
+
+            self.dashboard = show_dashboard()
+            return [self.dashboard]
+        return [] if self.args.quiet else [ProgressLine()]
+
+    async def run(self, pause: Pause) -> WatchResult | BisectResult:
+        observers = self._observers()
+        try:
+            if self.args.bisect:
+                result = await run_bisection(self.spec, observers=observers, pause=pause)
+                self._report_bisect(result)
+            else:
+                result = await Watch(self.spec, observers).run_async(pause)
+                self._report(result)
+        except WatchAlreadyRunning as exc:
+            raise UsageError(str(exc)) from None
+        return result
+
+    def _store(self, result: WatchResult | BisectResult) -> None:
+        if self.args.output:
+            self.shell.user_ns[self.args.output] = result
+
+    def _report(self, result: WatchResult) -> None:
+        self._store(result)
+        a = self.args
+        if result.error is not None:
+            # Show the user's traceback as IPython would, then say where the run stopped.
+            err = result.error
+            self.shell.showtraceback((type(err), err, err.__traceback__), tb_offset=2)
+            where = ("the setup statement" if result.error_iteration is None
+                     else f"iteration {result.error_iteration}")
+            print(f"[leakwatch] {type(err).__name__} raised in {where}; the run stopped and its "
+                  "partial result is kept" + (f" in {a.output!r}." if a.output else "."),
+                  file=sys.stderr)
+        if a.quiet:
+            return
+        if self.dashboard is None:
+            # In a kernel this shows the text report and a static chart (nbconvert, GitHub);
+            # in a terminal, the text.
+            from IPython.display import display
+
+            display(result)
+        else:
+            print(result.verdict.summary)
+
+    def _report_bisect(self, result: BisectResult) -> None:
+        if self.dashboard is not None:
+            self.dashboard.show_bisect(result)  # culprits marked in the pipeline strip
+        self._store(result)
+        if not self.args.quiet:
+            print(str(result))
+
+
+async def run_cell_async(line: str, cell: str | None, pause: Pause | None = None) -> None:
+    """The magic, awaited: what a rewritten ``%%leakwatch`` cell runs (see delivery)."""
+    from IPython import get_ipython
+
+    await CellRun(get_ipython(), line, cell).run(pause or YieldToLoop())
+
+
+@magics_class
+class LeakwatchMagics(Magics):
+    @line_cell_magic
+    def leakwatch(self, line: str, cell: str | None = None) -> None:
+        run_sync(CellRun(self.shell, line, cell).run(NO_PAUSE))
+
+
+LeakwatchMagics.leakwatch.__doc__ = _help_text()
+
+
+def load(ipython: InteractiveShell) -> None:
+    """Register the magics and, where the kernel can use it, the live click delivery."""
+    ipython.register_magics(LeakwatchMagics)
+    delivery.install(ipython)
+
+
+def unload(ipython: InteractiveShell) -> None:
+    """Undo load(): remove the magics and the transformer."""
+    for kind in ("line", "cell"):
+        ipython.magics_manager.magics[kind].pop("leakwatch", None)
+    delivery.uninstall(ipython)
