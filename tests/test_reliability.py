@@ -227,10 +227,19 @@ def test_a_second_interrupt_while_the_result_is_made_does_not_lose_it() -> None:
 
 
 def test_asyncio_cancellation_of_an_awaited_watch_keeps_the_result() -> None:
+    class Twenty(BaseObserver):
+        def __init__(self) -> None:
+            self.reached = asyncio.Event()
+
+        def on_iteration(self, record: IterationRecord) -> None:
+            if record.index == 20:
+                self.reached.set()
+
     async def go() -> Any:
-        w = Watch(WatchSpec(lambda: time.sleep(0.001), seconds=30), tracker=False)
+        twenty = Twenty()
+        w = Watch(WatchSpec(lambda: time.sleep(0.001), seconds=60), [twenty], tracker=False)
         task = asyncio.ensure_future(w.run_async())
-        await asyncio.sleep(0.3)
+        await twenty.reached.wait()  # the watch is well into its iterations
         task.cancel()
         return await task
 

@@ -1,8 +1,9 @@
 """Interrupts (Ctrl-C, a Jupyter kernel's interrupt) while a watch runs.
 
-While the loop runs, SIGINT raises KeyboardInterrupt at once, wherever the step is — in a
-``time.sleep``, in ``while True: pass`` — also in a kernel whose own handler would only cancel
-the cell at its next ``await``. While the result is put together, a second interrupt is noted
+While the step (or setup) runs, SIGINT raises KeyboardInterrupt at once, wherever the step
+is — in a ``time.sleep``, in ``while True: pass`` — also in a kernel whose own handler would
+only cancel the cell at its next ``await``. Between steps the previous handler is in place, so
+an interrupt that lands while the loop awaits the kernel's event loop is the kernel's own. While the result is put together, a second interrupt is noted
 and ignored: the run has already stopped, and the result must not be lost. The previous handler
 is put back on every way out. Signal handlers belong to the main thread: a watch running in
 another thread leaves them alone.
@@ -22,14 +23,24 @@ class Interrupts:
         self._installed = False
         self.ignored = 0  # interrupts that arrived while the result was being put together
 
-    def raise_at_once(self) -> None:
-        """From now on SIGINT raises KeyboardInterrupt (main thread only)."""
-        if threading.current_thread() is not threading.main_thread():
-            return
-        if not self._installed:
+    def arm(self) -> None:
+        """At the start: note the handler in place (main thread only; others leave it)."""
+        if threading.current_thread() is threading.main_thread() and not self._installed:
             self._saved = signal.getsignal(signal.SIGINT)
             self._installed = True
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def enter_step(self) -> None:
+        """While the step runs, SIGINT raises KeyboardInterrupt."""
+        if self._installed:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def leave_step(self) -> None:
+        if self._installed:
+            signal.signal(signal.SIGINT, self._previous())
+
+    def _previous(self) -> Any:
+        # None: the handler was not set from Python; the default one is the best stand-in.
+        return self._saved if self._saved is not None else signal.default_int_handler
 
     def hold(self) -> None:
         """From now on SIGINT is noted and ignored (while the result is put together)."""
@@ -41,6 +52,5 @@ class Interrupts:
 
     def restore(self) -> None:
         if self._installed:
-            # None: the handler was not set from Python; the default one is the best stand-in.
-            signal.signal(signal.SIGINT, self._saved if self._saved is not None else signal.default_int_handler)
+            signal.signal(signal.SIGINT, self._previous())
             self._installed = False

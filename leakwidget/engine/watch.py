@@ -194,9 +194,11 @@ class Watch:
                 self.begin_iteration()
                 try:
                     self._guard.enter_step()
+                    self._interrupts.enter_step()
                     try:
                         returned = step()
                     finally:
+                        self._interrupts.leave_step()
                         self._guard.leave_step()
                     _refuse_unrun_body(returned, self.index)
                 except BaseException as exc:
@@ -223,7 +225,7 @@ class Watch:
                 )
             _active = self
         try:
-            self._interrupts.raise_at_once()
+            self._interrupts.arm()
             self._headroom, total = sampler.memory_status()
             inside = self.source.in_process
             self._guard = MemoryGuard(self.spec.max_rss, total, lambda: self.request_stop("memory-guard"),
@@ -258,9 +260,11 @@ class Watch:
         try:
             if self.spec.setup is not None:
                 self._guard.enter_step()
+                self._interrupts.enter_step()
                 try:
                     state = self.spec.setup()
                 finally:
+                    self._interrupts.leave_step()
                     self._guard.leave_step()
 
                 def step_fn() -> object:
