@@ -1,10 +1,16 @@
-"""Overhead of watching: the same 5 ms CPU step as a plain loop and under leakwidget.watch.
+"""Overhead of watching: the same steps as a plain loop and under leakwidget, in one run.
 
-Prints a table; the ratio is measured in one run (plain and watched loops interleaved in
-rounds whose order rotates, each watched time divided by its own round's plain time, the
-median of those ratios taken), because these machines are noisy. Goal: watched/plain <= 1.03.
+Two measures, both taken in one process so that the machine's drift cancels:
 
-    python bench/bench_overhead.py [--iterations 2000] [--rounds 5]
+* **ratio**: the wall time of a whole watch (its start and end included) per iteration,
+  divided by a plain loop's, in rounds whose order rotates; the median of each round's ratio.
+* **bookkeeping**: the time between one call of the step returning and the next call starting
+  (timestamps taken inside the step), median and 99th percentile: what leakwidget adds to every
+  iteration, measured directly.
+
+    python bench/bench_overhead.py                 # a 5 ms pure-Python step, no TensorFlow
+    python bench/bench_overhead.py --tf            # TensorFlow imported: a 5 ms Python step and
+                                                   # a ~1 ms tf.data step, runs of --seconds
 """
 
 from __future__ import annotations
@@ -12,9 +18,9 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections.abc import Callable
 
-from leakwidget.engine.spec import WatchSpec
-from leakwidget.engine.watch import Watch
+import numpy as np
 
 _WORK = 1
 
@@ -40,50 +46,109 @@ def calibrate(target: float = 0.005) -> None:
         _WORK *= 4
 
 
-def plain(n: int) -> float:
-    t = time.perf_counter()
-    for _ in range(n):
-        busy()
-    return time.perf_counter() - t
+def tfdata_step() -> Callable[[], None]:
+    """``next(it)`` on a map + batch pipeline: about 1 ms a call on this machine's CPU."""
+    import tensorflow as tf
+
+    ds = tf.data.Dataset.range(10**12).map(lambda x: tf.math.sqrt(tf.cast(x, tf.float32) + 1.0))
+    it = iter(ds.batch(256).map(lambda b: tf.reduce_sum(tf.sin(b) * tf.cos(b))))
+    for _ in range(50):
+        next(it)
+    return lambda: next(it)
 
 
-def watched(n: int, default_observers: bool, live: bool) -> float:
-    t = time.perf_counter()
-    Watch(WatchSpec(busy, iterations=n), default_observers=default_observers,
-          live_verdict=live).run()
-    return time.perf_counter() - t
+class Stamped:
+    """Wraps a step, recording when each call starts and ends (a bounded, pre-touched array)."""
+
+    def __init__(self, step: Callable[[], object], capacity: int = 400_000) -> None:
+        self.step = step
+        self.enter = np.zeros(capacity)
+        self.leave = np.zeros(capacity)
+        self.n = 0
+
+    def __call__(self) -> None:
+        i = self.n
+        self.enter[i] = time.perf_counter()
+        self.step()
+        self.leave[i] = time.perf_counter()
+        self.n = i + 1
+
+    def gaps(self) -> np.ndarray:
+        """Seconds between a call's end and the next call's start."""
+        return self.enter[1 : self.n] - self.leave[: self.n - 1]
+
+
+def plain(step: Stamped, seconds: float) -> Stamped:
+    step.n = 0
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        step()
+    return step
+
+
+def watched(step: Stamped, seconds: float, variant: str) -> Stamped:
+    import leakwidget
+    from leakwidget.engine.spec import WatchSpec
+    from leakwidget.engine.watch import Watch
+
+    step.n = 0
+    if variant == "watch(widget=False)":
+        leakwidget.watch(step, seconds=seconds, widget=False)
+    else:  # sampling and records only: no attribution, no live verdicts
+        Watch(WatchSpec(step, seconds=seconds), tracker=False, live_verdict=False).run()
+    return step
+
+
+def measure(name: str, step: Callable[[], object], seconds: float, rounds: int) -> list[str]:
+    stamped = Stamped(step)
+    variants = {
+        "plain loop": lambda: plain(stamped, seconds),
+        "watch: sampler + records": lambda: watched(stamped, seconds, "sampling"),
+        "watch(widget=False)": lambda: watched(stamped, seconds, "watch(widget=False)"),
+    }
+    per_iter: dict[str, list[float]] = {k: [] for k in variants}
+    gaps: dict[str, list[np.ndarray]] = {k: [] for k in variants}
+    names = list(variants)
+    for r in range(rounds):
+        # The machine's speed drifts over seconds: rotate the order every round, and compare
+        # each variant with the plain loop of its own round.
+        for v in names[r % len(names):] + names[: r % len(names)]:
+            t0 = time.perf_counter()
+            s = variants[v]()
+            per_iter[v].append((time.perf_counter() - t0) / s.n)
+            gaps[v].append(s.gaps().copy())
+    rows = []
+    for v in names:
+        ratio = statistics.median(p / q for p, q in zip(per_iter[v], per_iter["plain loop"], strict=True))
+        g = np.concatenate(gaps[v])
+        rows.append(f"| {name:22s} | {v:26s} | {statistics.median(per_iter[v]) * 1e3:8.3f} ms | "
+                    f"{ratio:6.3f} | {np.median(g) * 1e6:7.1f} µs | {np.percentile(g, 99) * 1e6:7.1f} µs |")
+    return rows
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--iterations", type=int, default=2000)
-    p.add_argument("--rounds", type=int, default=8)
+    p.add_argument("--tf", action="store_true", help="import TensorFlow; add a ~1 ms tf.data step")
+    p.add_argument("--seconds", type=float, default=10.0, help="length of each run (default 10)")
+    p.add_argument("--rounds", type=int, default=3, help="rounds in rotating order (default 3)")
     a = p.parse_args()
+    workloads: dict[str, Callable[[], object]] = {}
+    if a.tf:
+        import tensorflow  # noqa: F401 - the point: a heap of TensorFlow's size
+
+        workloads["tf.data next(it)"] = tfdata_step()
     calibrate()
-    variants = {
-        "plain loop": lambda: plain(a.iterations),
-        "watch: sampler + records": lambda: watched(a.iterations, False, False),
-        "watch(widget=False) (default signals)": lambda: watched(a.iterations, True, False),
-        "  + live verdict every 0.5 s": lambda: watched(a.iterations, True, True),
-    }
-    times: dict[str, list[float]] = {k: [] for k in variants}
-    names = list(variants)
-    for r in range(a.rounds):
-        # The machine's speed drifts over seconds: rotate the order every round, and compare
-        # each variant with the plain loop of its own round.
-        order = names[r % len(names):] + names[: r % len(names)]
-        for name in order:
-            times[name].append(variants[name]())
-    ratios = {name: [t / p for t, p in zip(ts, times["plain loop"], strict=True)]
-              for name, ts in times.items()}
-    print(f"{a.iterations} iterations of a 5 ms CPU step, {a.rounds} rounds in rotating order; "
-          "medians, and the median of each round's ratio to that round's plain loop\n")
-    print(f"| {'variant':40s} | {'seconds':>8s} | {'per iteration':>13s} | {'ratio':>6s} |")
-    print(f"|{'-' * 42}|{'-' * 10}|{'-' * 15}|{'-' * 8}|")
-    for name, ts in times.items():
-        m = statistics.median(ts)
-        ratio = statistics.median(ratios[name])
-        print(f"| {name:40s} | {m:8.3f} | {m / a.iterations * 1e3:10.3f} ms | {ratio:6.3f} |")
+    workloads["5 ms Python step"] = busy
+    print(f"runs of {a.seconds:g} s, {a.rounds} rounds in rotating order, TensorFlow "
+          f"{'imported' if a.tf else 'not imported'}; ratio: whole run per iteration against the "
+          "plain loop of the same round (median); bookkeeping: from one step's end to the next "
+          "one's start\n")
+    print("| workload               | variant                    | per iteration | ratio | "
+          "bookkeeping median | p99 |")
+    print("|---|---|---|---|---|---|")
+    for name, step in workloads.items():
+        for row in measure(name, step, a.seconds, a.rounds):
+            print(row)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import mmap
 import sys
 import threading
 from pathlib import Path
@@ -119,9 +120,11 @@ def test_the_series_stays_in_time_order_when_readings_arrive_late_and_when_compa
 
 
 def test_peak_rss_sees_a_spike_inside_one_iteration():
+    # An anonymous mapping of its own, touched and unmapped: fresh pages every time (malloc could
+    # serve np.ones from free heap memory an earlier test left resident, and RSS would not move).
     def step():
-        a = np.ones(64 * MiB // 8)
-        del a
+        with mmap.mmap(-1, 64 * MiB) as m:
+            m.write(b"x" * (64 * MiB))
 
     r = leakwidget.watch(step, iterations=5, widget=False)
     rss = r.column("rss")

@@ -14,6 +14,14 @@ MIN_ITERATIONS_FOR_CONFIDENT = 20
 MIN_SECONDS_FOR_CONFIDENT = 10.0  # buffers and autotuning settle within seconds: wait them out
 
 
+def planned_seconds(spec: WatchSpec) -> float | None:
+    """How long the watch is expected to run: its ``seconds``, or the default budget when it
+    has neither; None when only ``iterations`` bounds it (the time is unknown)."""
+    if spec.seconds is not None:
+        return spec.seconds
+    return DEFAULT_SECONDS if spec.iterations is None else None
+
+
 class Budget:
     """``-n`` / ``-t``, or, with neither, a verdict confident three times in a row after 10 s
     (at most 60 s); and never an iteration that would take RSS over ``--max-rss``."""

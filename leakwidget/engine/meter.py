@@ -1,5 +1,10 @@
-"""Measuring one iteration: RSS at its start, end and peak, its duration, Python's block count
-and glibc malloc's bytes in use."""
+"""Measuring one iteration: RSS at its start, end and peak, its duration, and at checkpoints
+Python's block count and glibc malloc's bytes in use.
+
+Everything read every iteration costs a few microseconds whatever the heap's size (two RSS
+reads, the high-water mark, two clock reads); what grows with the heap is read at checkpoints
+(:mod:`.checkpoints`), so watching a TensorFlow process costs what watching a small one does.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +12,14 @@ import sys
 import time
 
 from . import sampler
+from .checkpoints import Checkpoints
 from .guard import MemoryGuard
-from .inuse import InUseCheckpoints
 from .records import IterationRecord
 from .sources import MemorySource
+
+IN_USE_SHARE = 0.003  # of the run's time spent reading malloc's bytes in use, at most
+BLOCKS_SHARE = 0.003  # ... and Python's block count
+CHECKPOINT_ALLOWANCE = 0.005  # seconds each may spend whatever the run's length
 
 
 class Meter:
@@ -30,38 +39,38 @@ class Meter:
         self._source = source
         self._inside = source.in_process
         self._peak = sampler.PeakMeter() if self._inside else None
-        self._in_use = InUseCheckpoints()
-        self._blocks: int | None = None
+        self._in_use = Checkpoints(sampler.malloc_in_use, share=IN_USE_SHARE, allowance=CHECKPOINT_ALLOWANCE)
+        self._blocks = Checkpoints(sys.getallocatedblocks, share=BLOCKS_SHARE, allowance=CHECKPOINT_ALLOWANCE)
+        self._last_blocks: int | None = None
         self._t_start = 0.0
         self._rss0 = 0
-        self._blocks0 = 0
 
-    def begin(self) -> None:
+    def begin(self, rss0: int | None = None) -> None:
+        """Before the step; ``rss0``: RSS read just now (the previous iteration's end, when
+        nothing ran in between), saving a read."""
         if self._inside:
-            # The block count costs ~50–100 µs once TensorFlow is loaded: read it once per
-            # iteration, the previous end serving as this start.
-            self._blocks0 = self._blocks if self._blocks is not None else sys.getallocatedblocks()
             self._peak.reset()
-        self._rss0 = self._source.rss()
+        self._rss0 = self._source.rss() if rss0 is None else rss0
         self._t_start = time.perf_counter()
 
     def end(self, index: int) -> IterationRecord:
         t_end = time.perf_counter()
         rss1 = self._source.rss()
         self._sampler.offer(t_end - self._t0, rss1)
+        blocks, delta, peak, in_use = -1, 0, None, -1
         if self._inside:
-            blocks1 = self._blocks = sys.getallocatedblocks()
             peak = self._peak.peak()
-            in_use = self._in_use.read(t_end, index)
-        else:
-            blocks1, peak, in_use = -1, None, -1
-            self._blocks0 = -1
+            in_use = self._in_use.read(t_end)
+            blocks = self._blocks.read(t_end)
+            if blocks >= 0:
+                delta = blocks - self._last_blocks if self._last_blocks is not None else 0
+                self._last_blocks = blocks
         if peak is None:
             peak = self._sampler.buffer.max_since(self._t_start - self._t0) or rss1
         peak = max(peak, rss1, self._rss0)
         self._guard.max_rise = max(self._guard.max_rise, peak - self._rss0)
         return IterationRecord(index, self._t_start - self._t0, t_end - self._t0, rss1, peak,
-                               t_end - self._t_start, blocks1, blocks1 - self._blocks0, in_use)
+                               t_end - self._t_start, blocks, delta, in_use)
 
     def close(self) -> None:
         if self._peak is not None:

@@ -18,11 +18,11 @@ class IterationRecord:
     rss: int  # bytes at the end of the iteration
     peak_rss: int  # highest during the iteration
     duration: float
-    blocks: int  # sys.getallocatedblocks() at the end
-    blocks_delta: int  # its change during the iteration
-    # glibc malloc's bytes in use at the end (mallinfo2), or -1 where it was not read: it is
-    # read at checkpoints only (see Watch._read_in_use), so fast steps have it every few
-    # iterations.
+    # Python's block count (sys.getallocatedblocks()) and glibc malloc's bytes in use
+    # (mallinfo2) at the end, or -1 where not read: both are read at checkpoints only (see
+    # engine/checkpoints.py), so fast steps have them every few iterations.
+    blocks: int
+    blocks_delta: int  # the block count's change since the previous reading (0 where not read)
     malloc_in_use: int = -1
 
     def values(self) -> tuple[int | float, ...]:
@@ -32,29 +32,28 @@ class IterationRecord:
 
 
 FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(IterationRecord))
-_DTYPES = {name: (np.float64 if name in ("start", "end", "duration") else np.int64) for name in FIELDS}
+_DTYPE = np.dtype([(name, np.float64 if name in ("start", "end", "duration") else np.int64)
+                   for name in FIELDS])
 
 
 class RecordLog:
-    """Per-iteration records in fixed, pre-touched numpy columns.
+    """Per-iteration records in one fixed, pre-touched numpy table (a row per iteration).
 
-    Pre-touched so the watcher's own memory does not grow while it measures; when full, every
-    other older record is dropped (the iteration index stays true), so any run length fits.
+    Pre-touched so the watcher's own memory does not grow while it measures; one row written
+    per iteration (a fraction of a microsecond); when full, every other older record is
+    dropped (the iteration index stays true), so any run length fits.
     """
 
     def __init__(self, capacity: int = RECORD_CAPACITY) -> None:
         self.capacity = capacity
-        self.cols = {k: np.ones(capacity, dtype=t) for k, t in _DTYPES.items()}
-        self._columns = [self.cols[k] for k in FIELDS]
+        self._rows = np.ones(capacity, dtype=_DTYPE)
         self.n = 0
         self.total = 0
 
     def append(self, record: IterationRecord) -> None:
         if self.n == self.capacity:
             self._thin()
-        i = self.n
-        for col, value in zip(self._columns, record.values(), strict=True):
-            col[i] = value
+        self._rows[self.n] = record.values()
         self.n += 1
         self.total += 1
 
@@ -62,19 +61,18 @@ class RecordLog:
         # Keep the newest quarter at full resolution; drop every other record before it.
         keep_tail = self.capacity // 4
         head = self.n - keep_tail
-        for col in self.cols.values():
-            thinned = col[0:head:2].copy()
-            q = thinned.size
-            col[:q] = thinned
-            col[q : q + keep_tail] = col[head : self.n]
+        thinned = self._rows[0:head:2].copy()
+        q = thinned.size
+        self._rows[:q] = thinned
+        self._rows[q : q + keep_tail] = self._rows[head : self.n]
         self.n = q + keep_tail
 
     def column(self, name: str) -> np.ndarray:
         """A view of one field's column (copy it before keeping it)."""
-        return self.cols[name][: self.n]
+        return self._rows[name][: self.n]
 
     def last(self, name: str) -> int | float | None:
-        return self.cols[name][self.n - 1].item() if self.n else None
+        return self._rows[name][self.n - 1].item() if self.n else None
 
     def records(self) -> list[IterationRecord]:
         cols = [self.column(k).tolist() for k in FIELDS]
