@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install the Debian packages the browser tests need (tests/browser/).
+# Install the Debian packages leakwidget and its tests need: the browser tests (tests/browser/),
+# the allocators an isolated watch preloads.
 #
 # Playwright drives Debian's own `chromium` (/usr/bin/chromium); `playwright install`
 # is never used because it downloads a browser build of its own.
@@ -8,7 +9,9 @@
 set -euo pipefail
 
 # Fonts: without them the screenshots in docs/screenshots/ show boxes for text.
-packages=(chromium fonts-liberation fonts-dejavu-core)
+# jemalloc and tcmalloc: isolated watches preload them (--allocator, --compare-allocators).
+# gcc: tests/test_native.py builds a tiny leaking C library.
+packages=(chromium fonts-liberation fonts-dejavu-core libjemalloc2 libtcmalloc-minimal4 gcc)
 
 missing=()
 for pkg in "${packages[@]}"; do

@@ -16,8 +16,14 @@ AttributionKind = Literal["python", "native", "allocator", "none"]
 ATTRIBUTION_KINDS: tuple[AttributionKind, ...] = get_args(AttributionKind)
 
 # Why a watch ended: its budget ("iterations", "seconds"), a confident verdict, the user
-# (an interrupt, or Stop in a view: "stopped"), the step's exception, or the memory guard.
+# (an interrupt, or Stop in a view: "stopped"), the step's exception, the memory guard, or the
+# worker process of an isolated watch ending without a result ("worker-died").
 StopReason = Literal[
     "iterations", "seconds", "confident", "interrupted", "error", "memory-guard", "stopped",
+    "worker-died",
 ]
 STOP_REASONS: tuple[StopReason, ...] = get_args(StopReason)
+
+# The malloc an isolated watch's worker runs with: glibc's own, or one preloaded (LD_PRELOAD).
+Allocator = Literal["glibc", "jemalloc", "tcmalloc"]
+ALLOCATORS: tuple[Allocator, ...] = get_args(Allocator)

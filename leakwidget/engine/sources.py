@@ -8,9 +8,14 @@ outside: its RSS over time, the verdict and the projection.
 
 from __future__ import annotations
 
+import time
 from typing import Protocol
 
 from . import sampler
+
+# Finding a tree's descendants scans every process of the system (~3–6 ms): done at most this
+# often, the members found last being read in between.
+CHILDREN_REFRESH = 0.5  # seconds
 
 
 class MemorySource(Protocol):
@@ -39,8 +44,10 @@ class ProcessTree:
     Each process counts its proportional set size (PSS: pages shared between processes of the
     tree, such as a forked worker's copy-on-write pages, split between them, so nothing is
     counted twice), or its RSS where PSS cannot be read. Processes that end between two
-    readings are simply no longer counted. ``rss()`` raises ``ProcessLookupError`` once the
-    root process is gone.
+    readings are simply no longer counted; new descendants are found within
+    ``CHILDREN_REFRESH`` seconds. ``rss()`` raises ``ProcessLookupError`` once the root process
+    is gone. A process whose memory we may not read (another user's) is refused with
+    ``PermissionError``.
     """
 
     in_process = False
@@ -57,15 +64,30 @@ class ProcessTree:
             raise ProcessLookupError(f"no process with pid {pid}") from None
         except psutil.AccessDenied:
             raise PermissionError(f"not allowed to read the memory of process {pid}") from None
+        try:
+            open(f"/proc/{pid}/smaps_rollup", "rb").close()
+        except PermissionError:
+            # statm is readable by anyone, smaps only by the owner: without it the tree's
+            # children and shared pages cannot be counted right.
+            raise PermissionError(
+                f"not allowed to read the memory of process {pid} (it belongs to another user)"
+            ) from None
+        except OSError:
+            pass  # no smaps_rollup on this kernel: RSS it is
         self.pid = pid
+        self._procs: list = [self.root]
+        self._found_at = -CHILDREN_REFRESH
 
     def members(self) -> dict[int, int]:
         """{pid: bytes} of the root and each descendant alive now."""
         ps = self._psutil
-        try:
-            procs = [self.root, *self.root.children(recursive=True)]
-        except ps.NoSuchProcess:
-            raise ProcessLookupError(f"process {self.pid} has ended") from None
+        procs = self._procs
+        if time.monotonic() - self._found_at >= CHILDREN_REFRESH:
+            try:
+                procs = self._procs = [self.root, *self.root.children(recursive=True)]
+            except ps.NoSuchProcess:
+                raise ProcessLookupError(f"process {self.pid} has ended") from None
+            self._found_at = time.monotonic()
         out = {}
         for p in procs:
             try:
@@ -73,6 +95,10 @@ class ProcessTree:
             except ps.NoSuchProcess:
                 if p is self.root:
                     raise ProcessLookupError(f"process {self.pid} has ended") from None
+        if not out.get(self.pid):
+            # No memory at all: the root has exited and waits for its parent to collect its
+            # exit status (a zombie). Counting it as 0 bytes would draw a false cliff.
+            raise ProcessLookupError(f"process {self.pid} has ended")
         return out
 
     def rss(self) -> int:

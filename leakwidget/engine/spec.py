@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import inspect
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from ..stages import parse_ids
+from .kinds import ALLOCATORS, Allocator
 
 
 @dataclass
@@ -27,8 +28,14 @@ class WatchSpec:
     serial: tuple[str, ...] = ()  # stage ids or kinds to make serial
     trace: bool = False  # tracemalloc allocation sites
     lines: bool = False  # memory_profiler line-by-line increments
+    native: bool = False  # memray: call stacks of native memory allocated and not freed
     label: str = ""  # name of this configuration (bisection, a dashboard's series)
     code: types.CodeType | None = None  # the code --lines reports on (default: the step's own)
+    # A fresh worker process (engine/isolate.py) runs the setup and the step; env and allocator
+    # act only on a process started with them, so either implies it.
+    isolate: bool = False
+    env: tuple[tuple[str, str], ...] = ()  # the worker's extra environment (a dict is accepted)
+    allocator: Allocator | None = None  # the worker's malloc: glibc's, or jemalloc/tcmalloc preloaded
 
     def __post_init__(self) -> None:
         if not callable(self.step):
@@ -52,9 +59,31 @@ class WatchSpec:
             raise ValueError(f"max_rss must be a positive number of bytes, not {self.max_rss!r}")
         self.off = parse_ids(self.off, "off")
         self.serial = parse_ids(self.serial, "serial")
+        self.env = _env_pairs(self.env)
+        if self.allocator is not None and self.allocator not in ALLOCATORS:
+            raise ValueError(f"allocator must be one of {', '.join(ALLOCATORS)}, not {self.allocator!r}")
+        if self.env or self.allocator is not None:
+            self.isolate = True
 
     @property
     def toggles(self) -> str:
         """'map@4 off, prefetch serial', or 'as written' when nothing is toggled."""
         parts = [f"{s} off" for s in self.off] + [f"{s} serial" for s in self.serial]
         return ", ".join(parts) if parts else "as written"
+
+
+def _env_pairs(env: Mapping[str, str] | Iterable[tuple[str, str]] | None) -> tuple[tuple[str, str], ...]:
+    """Environment variables as (name, value) pairs, checked: a name the OS would reject is
+    an error here, not a worker that fails to start."""
+    pairs = list(env.items()) if isinstance(env, Mapping) else list(env or ())
+    out = []
+    for pair in pairs:
+        if not (isinstance(pair, tuple) and len(pair) == 2):
+            raise TypeError(f"env must be a dict or (name, value) pairs, not {pair!r}")
+        name, value = pair
+        if not isinstance(name, str) or not name or "=" in name or "\0" in name:
+            raise ValueError(f"env: not a variable name: {name!r}")
+        if not isinstance(value, str) or "\0" in value:
+            raise ValueError(f"env: the value of {name} must be a string, not {value!r}")
+        out.append((name, value))
+    return tuple(out)

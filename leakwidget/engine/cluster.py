@@ -1,0 +1,204 @@
+"""Configurations as tasks on a Dask cluster (``pip install 'leakwidget[cluster]'``).
+
+    client = distributed.Client("tcp://scheduler:8786")        # or a LocalCluster's
+    leakwidget.bisect(step, setup=make_dataset, client=client)
+
+Each task runs one configuration as an ordinary :class:`Watch` in a Dask worker process — away
+from the notebook — with the configuration's guard (which ends it once its answer is clear) and
+a thread that ends it early when the parent sets the task's stop :class:`distributed.Event`
+(Stop in the dashboard, an interrupt, the search needing it no more). The task returns the
+cloudpickled result; :class:`DaskRun` is the task seen from the notebook, its events replayed
+from that result when it arrives. Tasks in one worker process run one at a time: a process
+watches one thing at once.
+"""
+
+from __future__ import annotations
+
+import pickle
+import threading
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import cloudpickle
+import numpy as np
+
+from .attribution import Tracker
+from .hub import Hub
+from .kinds import StopReason
+from .observer import BaseObserver, Observer, RunControl
+from .records import IterationRecord
+from .result import WatchResult
+from .spec import WatchSpec
+from .verdict import Verdict
+from .watch import Watch
+
+__all__ = ["ClusterError", "DaskRun", "connect", "run_task"]
+
+_ONE_AT_A_TIME = threading.Lock()  # per worker process
+STOP_POLL_SECONDS = 0.25
+CONNECT_TIMEOUT = "10s"
+
+
+class ClusterError(RuntimeError):
+    """Dask is missing, or its scheduler cannot be reached."""
+
+
+def connect(address: str) -> Any:
+    """A ``distributed.Client`` for the scheduler at ``address``."""
+    try:
+        from distributed import Client
+    except ImportError:
+        raise ClusterError("running on a Dask cluster needs dask.distributed: "
+                           "pip install 'leakwidget[cluster]'") from None
+    try:
+        return Client(address, timeout=CONNECT_TIMEOUT)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise ClusterError(f"cannot reach the Dask scheduler at {address!r}: {exc}") from None
+
+
+def cluster_threads(client: Any) -> int:
+    """How many tasks the cluster runs at once."""
+    return max(1, sum(client.nthreads().values()))
+
+
+# ---------------------------------------------------------------------------------------------
+# In the Dask worker
+
+
+class _StopWhenSet(BaseObserver):
+    """Ends the watch when the parent sets the task's stop event (polled in its own thread)."""
+
+    def __init__(self, event_name: str) -> None:
+        self.event_name = event_name
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def on_start(self, run: RunControl) -> None:
+        from distributed import Event
+
+        event = Event(self.event_name)
+
+        def poll() -> None:
+            while not self._done.is_set():
+                try:
+                    if event.wait(timeout=STOP_POLL_SECONDS):
+                        run.request_stop("stopped")
+                        return
+                except Exception:  # the scheduler gone: the task ends with its budget
+                    return
+
+        self._thread = threading.Thread(target=poll, name="leakwidget-dask-stop", daemon=True)
+        self._thread.start()
+
+    def on_finish(self, result: WatchResult) -> None:
+        self._done.set()
+
+
+def run_task(payload: bytes, event_name: str) -> bytes:
+    """One configuration, in a Dask worker process: (result, guard's malloc slope), pickled."""
+    spec, guard, attribute, census = pickle.loads(payload)
+    with _ONE_AT_A_TIME:
+        tracker: Tracker | bool = (Tracker(trace=spec.trace, lines=spec.lines, census=census)
+                                   if attribute else False)
+        result = Watch(spec, [guard, _StopWhenSet(event_name)], tracker=tracker).run()
+    return cloudpickle.dumps((result, guard.malloc_slope), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+# ---------------------------------------------------------------------------------------------
+# In the notebook
+
+
+class DaskRun:
+    """A configuration running as a Dask task: a :class:`RunControl` (Stop sets its event) and a
+    :class:`~.hub.Remote` whose one message is "done"."""
+
+    def __init__(self, client: Any, spec: WatchSpec, guard: Any, observers: Sequence[Observer] = (),
+                 *, hub: Hub, attribute: bool = False, census: bool | None = None,
+                 yields_to_loop: bool = False) -> None:
+        self.client = client
+        self.spec = spec
+        self.guard = guard
+        self.observers = list(observers)
+        self.hub = hub
+        self.attribute, self.census = attribute, census
+        self.yields_to_loop = yields_to_loop
+        self.result: WatchResult | None = None
+        self.event_name = f"leakwidget-stop-{uuid.uuid4().hex}"
+        self._future: Any = None
+
+    @property
+    def label(self) -> str:
+        return self.spec.label
+
+    @property
+    def finished(self) -> bool:
+        return self.result is not None
+
+    @property
+    def active(self) -> bool:
+        return self._future is not None and self.result is None
+
+    def start(self) -> None:
+        payload = cloudpickle.dumps((self.spec, self.guard, self.attribute, self.census),
+                                    protocol=pickle.HIGHEST_PROTOCOL)
+        self._future = self.client.submit(run_task, payload, self.event_name, pure=False,
+                                          key=f"leakwidget-{self.spec.label or 'watch'}-{uuid.uuid4().hex[:8]}")
+        self._future.add_done_callback(lambda _f: self.hub.put(self, ("done",)))
+        self.hub.runs.append(self)
+        for ob in self.observers:
+            ob.on_start(self)
+
+    def request_stop(self, reason: StopReason = "stopped") -> None:
+        if self.result is None and self._future is not None:
+            from distributed import Event
+
+            try:
+                Event(self.event_name, client=self.client).set()
+            except Exception:  # the scheduler is gone: the task ends with its budget
+                pass
+
+    def so_far(self) -> tuple[list, np.ndarray, np.ndarray, list[IterationRecord], Verdict]:
+        r = self.result
+        if r is None:
+            return [], np.zeros(0), np.zeros(0), [], Verdict("inconclusive")
+        return list(r.stages), r.samples[:, 0], r.samples[:, 1], r.iterations, r.verdict
+
+    def handle(self, message: tuple) -> None:
+        if message[0] != "done" or self.result is not None:
+            return
+        try:
+            result, self.guard.malloc_slope = pickle.loads(self._future.result())
+            result.spec = self.spec
+        except Exception as exc:  # the task failed, was cancelled, or its worker died
+            result = WatchResult(spec=self.spec, verdict=Verdict("inconclusive", summary=str(exc)),
+                                 stopped="worker-died", error=exc,
+                                 stage_notes=[f"The Dask task ended without a result: {exc!r}"])
+        self.result = result
+        stages, t, v, records, verdict = self.so_far()
+        for ob in self.observers:
+            if stages:
+                ob.on_stages(stages)
+            if t.size:
+                ob.on_samples(t, v)
+            for record in records:
+                ob.on_iteration(record)
+            ob.on_verdict(verdict)
+            ob.on_finish(result)
+
+    def check(self) -> None:
+        pass
+
+    def interrupt(self) -> None:
+        self.request_stop("interrupted")
+
+    def close(self) -> None:
+        if self in self.hub.runs:
+            self.hub.runs.remove(self)
+        if self.result is None and self._future is not None:
+            self.request_stop("interrupted")
+            self._future.cancel()
+            self.result = WatchResult(spec=self.spec, verdict=Verdict("inconclusive"),
+                                      stopped="interrupted")
+            for ob in self.observers:
+                ob.on_finish(self.result)

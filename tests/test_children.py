@@ -1,0 +1,129 @@
+"""Child processes: each one's memory, its own verdict, and the tree's total.
+
+A step hands work to two real ``multiprocessing`` workers (spawned, as a data loader would):
+one keeps every buffer it is sent, the other does not. The watch must call the first a leak
+and the second not, count the leak in the total it charts (the watching process itself does not
+grow), and count shared pages once.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+
+import numpy as np
+import psutil
+import pytest
+
+import leakwidget
+from leakwidget.engine.children import WithChildren, uss
+from leakwidget.engine.sources import THIS_PROCESS
+
+KIB256 = 256 * 1024
+STARTED: list = []  # (process, connection) pairs started in this process, ended after each test
+
+
+def serve(conn, leak: bool) -> None:
+    """A worker process: touch each buffer it is sent; keep it if ``leak``."""
+    kept = []
+    while True:
+        size = conn.recv()
+        if size is None:
+            return
+        buf = np.ones(size // 8)
+        if leak:
+            kept.append(buf)
+        conn.send(len(kept))
+
+
+def start_workers() -> list:
+    ctx = mp.get_context("spawn")
+    procs = []
+    for leak in (True, False):
+        parent_end, child_end = ctx.Pipe()
+        p = ctx.Process(target=serve, args=(child_end, leak), daemon=True, name=f"serve-leak-{leak}")
+        p.start()
+        procs.append((p, parent_end))
+    STARTED.extend(procs)
+    return procs
+
+
+def feed(procs) -> None:
+    for _p, conn in procs:
+        conn.send(KIB256)
+        conn.recv()
+    time.sleep(0.002)
+
+
+@pytest.fixture(autouse=True)
+def end_workers():
+    yield
+    for p, conn in STARTED:
+        try:
+            conn.send(None)
+        except OSError:
+            pass
+        p.join(10)
+        if p.is_alive():
+            p.kill()
+            p.join()
+        conn.close()
+    STARTED.clear()
+
+
+@pytest.mark.parametrize("isolate", [False, True], ids=["this-process", "isolated"])
+def test_a_leaking_child_gets_its_own_leak_verdict_and_counts_in_the_total(isolate: bool) -> None:
+    me = psutil.Process()
+    rss0 = me.memory_info().rss
+    result = leakwidget.watch(feed, start_workers, seconds=6, widget=False, isolate=isolate)
+    workers = [c for c in result.children if "multiprocessing.spawn" in c.cmdline]
+    assert len(workers) == 2, [(c.pid, c.cmdline) for c in result.children]
+    kinds = sorted(c.verdict.kind for c in workers)
+    leaking = [c for c in workers if c.verdict.kind == "leak"]
+    assert len(leaking) == 1 and kinds[0] == "leak" and kinds[1] != "leak", [str(c) for c in workers]
+    assert leaking[0].verdict.slope == pytest.approx(KIB256, rel=0.15)
+    other = next(c for c in workers if c is not leaking[0])
+    assert other.verdict.slope < KIB256 / 10
+    # Each child's own series, and per-iteration readings the verdict was made from.
+    assert leaking[0].samples.shape[0] >= 10 and leaking[0].per_iteration.shape[0] >= 50
+    # The chart's total is the tree's: the child's leak is the watch's leak...
+    assert result.verdict.kind == "leak", str(result)
+    assert result.verdict.slope == pytest.approx(KIB256, rel=0.2)
+    # ...though the watching process itself kept nothing.
+    if not isolate:
+        assert me.memory_info().rss - rss0 < (result.column("rss")[-1] - result.baseline_rss) / 4
+    assert "Child process pid" in str(result)
+
+
+def test_a_process_without_children_reports_none() -> None:
+    # A fresh worker has no children; this test process may (a spawn's resource tracker).
+    result = leakwidget.watch(time.sleep, lambda: 0.001, iterations=200, widget=False, isolate=True)
+    assert result.iteration_count == 200 and result.children == []
+    mine = {p.pid for p in psutil.Process().children(recursive=True)}
+    result = leakwidget.watch(lambda: time.sleep(0.001), iterations=200, widget=False)
+    assert {c.pid for c in result.children} == mine
+
+
+def test_a_forked_childs_shared_pages_are_counted_once() -> None:
+    # A fork shares every page of this process until it writes: its USS is near zero, so the
+    # tree's total is this process's RSS plus almost nothing (PSS or RSS would add a copy).
+    ctx = mp.get_context("fork")
+    big = np.ones(64 * 1024 * 1024 // 8)  # 64 MiB, resident before the fork
+    parent_end, child_end = ctx.Pipe()
+    p = ctx.Process(target=serve, args=(child_end, False), daemon=True)
+    p.start()
+    STARTED.append((p, parent_end))
+    parent_end.send(8)
+    parent_end.recv()
+    tree = WithChildren(THIS_PROCESS)
+    try:
+        shared = psutil.Process(p.pid).memory_info().rss
+        assert shared > 50 * 1024 * 1024  # it maps the 64 MiB (and everything else) too
+        assert uss(p.pid) < shared / 4
+        children = [c.pid for c in psutil.Process().children(recursive=True)]
+        assert p.pid in children
+        assert tree.total == pytest.approx(sum(uss(c) or 0 for c in children), abs=4 * 1024 * 1024)
+        assert tree.rss() - THIS_PROCESS.rss() < shared / 2
+    finally:
+        tree.stop()
+    del big

@@ -1,0 +1,166 @@
+"""The same watch under several allocators, each in its own fresh worker, side by side.
+
+The step reproduces glibc's per-thread arena retention for real: every iteration a new thread
+allocates 2 MiB in small blocks and frees all but the last, then waits, so glibc gives it a new
+arena whose freed memory stays pinned. ``MALLOC_ARENA_MAX=2`` caps the arenas and keeps the
+growth down; that is the fix the comparison must show.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+import psutil
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+
+import leakwidget
+from leakwidget.engine import isolate
+from leakwidget.engine.compare import DEFAULT_VARIANTS, CompareResult, Variant
+from leakwidget.engine.isolate import IsolationError
+from leakwidget.engine.observer import BaseObserver
+
+MiB = 1024 * 1024
+
+
+def alive_children() -> list[psutil.Process]:
+    out = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE:
+                out.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_behind():
+    before = {p.pid for p in alive_children()}
+    yield
+    left = [p for p in alive_children() if p.pid not in before]
+    assert not left, f"processes left behind: {[p.pid for p in left]}"
+
+
+def arena_setup():
+    import ctypes
+    import threading
+
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype = ctypes.c_void_p
+    libc.malloc.argtypes = [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    return {"libc": libc, "done": threading.Event()}
+
+
+def arena_step(state):
+    import threading
+
+    libc, ready = state["libc"], threading.Event()
+
+    def work():
+        blocks = [libc.malloc(512) for _ in range(4096)]
+        for p in blocks[:-1]:
+            libc.free(p)
+        ready.set()
+        state["done"].wait()
+
+    threading.Thread(target=work, daemon=True).start()
+    ready.wait(30)
+
+
+class Runs(BaseObserver):
+    """What a view sees: one run at a time."""
+
+    def __init__(self, stop_at: int | None = None, interrupt_at: int | None = None) -> None:
+        self.events: list[tuple[str, str]] = []
+        self.stop_at, self.interrupt_at = stop_at, interrupt_at
+        self.run = None
+
+    def on_start(self, run) -> None:
+        self.run = run
+        self.events.append(("start", run.label))
+
+    def on_iteration(self, record) -> None:
+        if record.index == self.stop_at:
+            self.run.request_stop("stopped")
+        if record.index == self.interrupt_at:
+            threading.Thread(target=os.kill, args=(os.getpid(), signal.SIGINT)).start()
+            self.interrupt_at = None
+
+    def on_finish(self, result) -> None:
+        self.events.append(("finish", result.spec.label))
+
+
+def test_compare_runs_every_allocator_and_shows_the_arena_cap_shrinking_the_retention() -> None:
+    seen = Runs()
+    result = leakwidget.compare(arena_step, arena_setup, iterations=40, observers=[seen])
+    names = [v.name for v in DEFAULT_VARIANTS]
+    assert [v.name for v in result.variants] == names
+    # Each ran with what it says: in its own worker, its allocator loaded.
+    env = {n: result[n].environment for n in names}
+    assert env["glibc"]["allocator"].endswith("malloc") and "LD_PRELOAD" not in env["glibc"]["allocator_variables"]
+    assert env["MALLOC_ARENA_MAX=2"]["allocator_variables"] == {"MALLOC_ARENA_MAX": "2"}
+    assert env["jemalloc"]["allocator"] == "jemalloc" and env["tcmalloc"]["allocator"] == "tcmalloc"
+    assert all(result[n].iteration_count == 40 and result[n].error is None for n in names), str(result)
+    # The fix shows: glibc keeps an arena's worth per thread, two arenas keep far less.
+    assert result.growth("glibc") > 20 * MiB, str(result)
+    assert result.growth("MALLOC_ARENA_MAX=2") < 0.5 * result.growth("glibc"), str(result)
+    assert result.best != "glibc"
+    # The view saw each variant as its own run, whole, one after another, in order.
+    assert seen.events == [e for n in names for e in (("start", n), ("finish", n))]
+    # The table and the overlaid chart.
+    text = str(result)
+    assert all(n in text for n in names) and "slope/iter" in text and "final RSS" in text
+    svg = result._repr_mimebundle_()["image/svg+xml"]
+    assert svg.count('class="variant"') == 4 and "MALLOC_ARENA_MAX=2" in svg
+
+
+def test_stop_from_the_view_stops_every_variant() -> None:
+    seen = Runs(stop_at=5)
+    result = leakwidget.compare(arena_step, arena_setup, seconds=60, variants=["glibc", "jemalloc"],
+                                observers=[seen], jobs=2)
+    assert [r.stopped for r in result.results] == ["stopped", "stopped"], str(result)
+    assert all(r.elapsed < 30 for r in result.results)
+
+
+def test_keyboard_interrupt_ends_every_worker_of_the_comparison() -> None:
+    seen = Runs(interrupt_at=5)
+    result = leakwidget.compare(arena_step, arena_setup, seconds=60, observers=[seen], jobs=2)
+    assert len(result.results) == 4
+    assert all(r.stopped == "interrupted" for r in result.results), [r.stopped for r in result.results]
+
+
+def test_variants_are_named_from_strings_and_dicts_and_bad_ones_are_refused() -> None:
+    assert Variant.of("jemalloc") == Variant("jemalloc", allocator="jemalloc")
+    assert Variant.of("MALLOC_ARENA_MAX=4") == Variant("MALLOC_ARENA_MAX=4", env=(("MALLOC_ARENA_MAX", "4"),))
+    custom = Variant.of({"allocator": "tcmalloc", "env": {"TCMALLOC_RELEASE_RATE": "10"}})
+    assert custom.name == "tcmalloc TCMALLOC_RELEASE_RATE=10" and custom.allocator == "tcmalloc"
+    with pytest.raises(ValueError, match="allocator .* or NAME=VALUE"):
+        Variant.of("mimalloc")
+    with pytest.raises(ValueError, match="must differ"):
+        leakwidget.compare(arena_step, arena_setup, iterations=5, variants=["glibc", "glibc"])
+
+
+def test_a_missing_allocator_fails_before_any_variant_runs(monkeypatch) -> None:
+    monkeypatch.setitem(isolate._ALLOCATOR_SONAMES, "tcmalloc", "libtcmalloc-not-installed.so.9")
+    with pytest.raises(IsolationError, match="libtcmalloc-not-installed"):
+        leakwidget.compare(arena_step, arena_setup, iterations=5)
+
+
+def test_the_magic_compares_allocators(tmp_path) -> None:
+    ip = InteractiveShell.instance(history_length=0)
+    ip.history_manager.enabled = False
+    ip.run_line_magic("load_ext", "leakwidget")
+    ip.user_ns.update(arena_setup=arena_setup, arena_step=arena_step)
+    ip.run_cell("%%leakwatch --compare-allocators -n 20 -q -o cmp state = arena_setup()\n"
+                "arena_step(state)\n")
+    cmp = ip.user_ns["cmp"]
+    assert isinstance(cmp, CompareResult) and len(cmp.results) == 4
+    assert all(r.iteration_count == 20 for r in cmp.results), str(cmp)
+    for bad in ("--compare-allocators --bisect", "--compare-allocators --allocator jemalloc"):
+        with pytest.raises(UsageError, match="--compare-allocators"):
+            ip.run_cell(f"%%leakwatch -n 5 {bad}\nx = 1\n").raise_error()
