@@ -1,0 +1,296 @@
+"""The report a watch leaves to share: one self-contained HTML page.
+
+``result.save_html(path)`` (and ``leakwidget run --html``, ``leakwidget report RESULT.json``) write
+one file with everything inline — the RSS and step-time charts as SVG, the styles in a
+``<style>`` element, no script, no font, no image fetched — so it opens offline in any browser,
+as a mail attachment or a CI artifact. Its sections: the verdict (with rates per iteration,
+second and hour, and the time until memory runs out), the charts, the attribution's tables,
+the pipeline stages, the configuration (and the watched program, for the command line), and the
+environment (versions, the allocator, the machine's memory).
+
+The page is rendered from the result's exported form (``result.to_dict()``, the JSON the command
+line saves), so a saved result renders exactly as a live one.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from html import escape
+
+import numpy as np
+
+from ..engine.result import WatchResult
+from ..engine.units import format_bytes, format_duration
+from ..engine.verdict import Verdict
+from .decimate import minmax
+from .rates import rates
+from .svg import KIND_COLOURS, PALETTE, projection_text, render_svg
+
+__all__ = ["SavedRun", "render_html", "render_result_html"]
+
+_DURATION_POINTS = 1200
+
+STYLE = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px auto;max-width:980px;
+color:#222;padding:0 16px;line-height:1.45}
+h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
+.sub{color:#666;font-size:12px}
+.verdict{color:white;padding:10px 14px;border-radius:6px;margin:14px 0}
+.verdict .kind{font-weight:bold;text-transform:uppercase;letter-spacing:.04em;font-size:12px}
+.verdict .summary{font-size:15px;margin-top:2px}.verdict .more{margin-top:6px;font-size:13px;opacity:.95}
+table{border-collapse:collapse;font-size:13px;margin:6px 0}
+th,td{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}
+th{background:#f4f4f4}td.num{text-align:right;font-variant-numeric:tabular-nums}
+.chart svg{max-width:100%;height:auto;border:1px solid #eee}
+.error{background:#fdecea;border:1px solid #f5c2c0;padding:8px 12px;border-radius:4px;white-space:pre-wrap;
+font-family:ui-monospace,monospace;font-size:12px}
+.note{color:#555;font-size:13px}code{font-size:12px}
+"""
+
+
+class SavedRun:
+    """A result in its exported form, with what the SVG chart reads of a WatchResult:
+    ``samples``, ``verdict`` and ``column(name)``."""
+
+    def __init__(self, doc: Mapping) -> None:
+        self.doc = doc
+        v = dict(doc.get("verdict") or {"kind": "inconclusive"})
+        v["fit"] = [tuple(p) for p in v.get("fit") or []]
+        v["slope_low"] = _number(v.get("slope_low"), float("-inf"))
+        v["slope_high"] = _number(v.get("slope_high"), float("inf"))
+        self.verdict = Verdict(**v)
+        samples = np.asarray(doc.get("samples") or [], dtype=float)
+        self.samples = samples.reshape(-1, 2) if samples.size else np.zeros((0, 2))
+        self._rows = doc.get("iterations") or []
+
+    def column(self, name: str) -> np.ndarray:
+        return np.asarray([row[name] for row in self._rows], dtype=float)
+
+
+def render_result_html(result: WatchResult) -> str:
+    """The page of a result (what ``WatchResult.save_html`` writes)."""
+    return render_html(json.loads(result.to_json()))
+
+
+def render_html(doc: Mapping) -> str:
+    """The page of a result's exported form (``result.to_dict()`` / the saved JSON)."""
+    run = SavedRun(doc)
+    label = (doc.get("config") or {}).get("label") or ""
+    title = f"leakwidget: {run.verdict.kind}" + (f" \u2014 {label}" if label else "")
+    when = _dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    body = [
+        f"<h1>{escape(title)}</h1>",
+        f'<div class="sub">Report written {escape(when)} by leakwidget '
+        f'{escape(str((doc.get("environment") or {}).get("libraries", {}).get("leakwidget", "")))}</div>',
+        _verdict_section(run, doc),
+        _charts_section(run),
+        _attribution_section(doc.get("attribution")),
+        _stages_section(doc.get("stages") or [], doc.get("stage_notes") or []),
+        _config_section(doc.get("config") or {}, doc.get("program")),
+        _environment_section(doc.get("environment")),
+    ]
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{escape(title)}</title><style>{STYLE}</style></head>\n<body>\n"
+        + "\n".join(part for part in body if part)
+        + "\n</body></html>\n"
+    )
+
+
+# ------------------------------------------------------------------------------ sections
+
+
+def _verdict_section(run: SavedRun, doc: Mapping) -> str:
+    v = run.verdict
+    colour = KIND_COLOURS.get(v.kind, KIND_COLOURS["inconclusive"])
+    more = []
+    r = rates(v, run.column("index"), run.column("end")) if doc.get("iterations") else None
+    if r is not None and v.kind in ("leak", "inconclusive", "plateau"):
+        more.append(f"Rate: {r.text()}.")
+    proj = projection_text(v)
+    if proj and "runs out" not in v.summary:
+        more.append(proj)
+    rss = run.column("rss")
+    count = doc.get("iteration_count", len(rss))
+    line = f"{count:,} iterations in {format_duration(float(doc.get('elapsed') or 0))}"
+    line += f" (stopped: {doc.get('stopped')})"
+    if rss.size:
+        line += (f"; RSS {format_bytes(doc.get('baseline_rss') or rss[0])} \u2192 "
+                 f"{format_bytes(rss[-1])}, peak {format_bytes(run.column('peak_rss').max())}")
+    more.append(line + ".")
+    out = [
+        f'<section class="verdict" data-kind="{escape(v.kind)}" style="background:{colour}">'
+        f'<div class="kind">{escape(v.kind)}</div>'
+        f'<div class="summary">{escape(v.summary or v.kind)}</div>'
+        + "".join(f'<div class="more">{escape(m)}</div>' for m in more)
+        + "</section>"
+    ]
+    if doc.get("error"):
+        where = ("the setup" if doc.get("error_iteration") is None
+                 else f"iteration {doc['error_iteration']}")
+        out.append(f'<div class="error">Error in {escape(where)}: {escape(str(doc["error"]))}</div>')
+    return "\n".join(out)
+
+
+def _charts_section(run: SavedRun) -> str:
+    rss_svg = render_svg(run, width=940, height=340)  # reads samples, verdict, column()
+    return (
+        '<h2>Memory and step time</h2>'
+        f'<div class="chart" id="rss-chart">{rss_svg}</div>'
+        f'<div class="chart" id="duration-chart">{duration_svg(run.column("end"), run.column("duration"))}</div>'
+    )
+
+
+def _attribution_section(att: Mapping | None) -> str:
+    if not att:
+        return ('<h2>What grows</h2><p class="note">No attribution: this watch saw the process '
+                "only from outside (its memory), or attribution was switched off.</p>")
+    out = ["<h2>What grows</h2>", f"<p>{escape(att.get('summary') or att.get('kind', ''))}</p>"]
+    if att.get("kind") != "none":
+        out.append(_table(["", "per iteration"], [
+            ["RSS", format_bytes(att.get("rss_slope") or 0, signed=True)],
+            [f"Python objects ({att.get('python_source') or 'none'})",
+             format_bytes(att.get("python_slope") or 0, signed=True)],
+            ["native (the rest)", format_bytes(att.get("native_slope") or 0, signed=True)],
+        ], numeric=(1,)))
+        if att.get("reclaimed_bytes") is not None:
+            out.append(f'<p class="note">malloc_trim(0) handed back {format_bytes(att["reclaimed_bytes"])} '
+                       f"of {format_bytes(max(att.get('growth_bytes') or 0, 0))} growth.</p>")
+    out.extend(_attribution_tables(att))
+    out.extend(f'<p class="note">Note: {escape(n)}</p>' for n in att.get("notes") or [])
+    return "\n".join(out)
+
+
+def _attribution_tables(att: Mapping) -> list[str]:
+    out = []
+    if att.get("top_types"):
+        out.append("<h3>Growing Python objects</h3>")
+        out.append(_table(["type", "count/iteration", "bytes/iteration", "steady"], [
+            [t["name"], f"{t['per_iteration']:+.2f}", format_bytes(t["bytes_per_iteration"], signed=True),
+             {True: "yes", False: "no", None: "?"}[t.get("steady")]] for t in att["top_types"]
+        ], numeric=(1, 2)))
+    if att.get("top_sites"):
+        out.append("<h3>Growing allocation sites (tracemalloc)</h3>")
+        out.append(_table(["site", "bytes/iteration", "blocks/iteration", "source"], [
+            [s["site"], format_bytes(s["bytes_per_iteration"], signed=True),
+             f"{s['blocks_per_iteration']:+.1f}", s.get("source", "")] for s in att["top_sites"]
+        ], numeric=(1, 2)))
+    if att.get("lines"):
+        out.append("<h3>Lines of the step</h3>")
+        out.append(_table(["line", "total", "grew in", "source"], [
+            [f"{ln['filename']}:{ln['lineno']}", format_bytes(ln["total_increment"], signed=True),
+             f"{ln['grew_share']:.0%}", ln.get("source", "")] for ln in att["lines"]
+        ], numeric=(1, 2)))
+    return out
+
+
+def _stages_section(stages: Sequence[Mapping], notes: Iterable[str]) -> str:
+    out = ["<h2>Pipeline stages</h2>"]
+    if stages:
+        out.append(_table(["id", "kind", "state", "parallel", "toggleable", "inputs", "arguments"], [
+            [s["id"], s["kind"], s["state"], "yes" if s.get("parallel") else "no",
+             "yes" if s.get("toggleable") else "no", ", ".join(s.get("inputs") or []),
+             ", ".join(f"{k}={v}" for k, v in (s.get("args") or {}).items())] for s in stages
+        ]))
+    else:
+        out.append('<p class="note">No tf.data stage or @leakwidget.stage function ran in this watch.</p>')
+    out.extend(f'<p class="note">{escape(n)}</p>' for n in notes)
+    return "\n".join(out)
+
+
+def _config_section(config: Mapping, program: Mapping | None) -> str:
+    rows = [
+        ["label", config.get("label") or "\u2014"],
+        ["stages off", ", ".join(config.get("off") or []) or "\u2014"],
+        ["stages serial", ", ".join(config.get("serial") or []) or "\u2014"],
+        ["iterations", _or_dash(config.get("iterations"))],
+        ["seconds", _or_dash(config.get("seconds"))],
+        ["warm-up", _or_dash(config.get("warmup"), "detected")],
+        ["max RSS", format_bytes(config["max_rss"]) if config.get("max_rss") else "\u2014"],
+    ]
+    out = ["<h2>Configuration</h2>", _table(["option", "value"], rows)]
+    if program:
+        out.append("<h3>Watched program</h3>")
+        out.append(_table(["", ""], [[k.replace("_", " "), _plain(v)] for k, v in program.items()]))
+    return "\n".join(out)
+
+
+def _environment_section(env: Mapping | None) -> str:
+    if not env:
+        return '<h2>Environment</h2><p class="note">Not recorded in this result.</p>'
+    rows = [
+        ["Python", f"{env.get('python', '?')} ({env.get('implementation', '')})"],
+        ["platform", env.get("platform", "?")],
+        ["CPUs", _or_dash(env.get("cpus"))],
+        ["machine memory", (f"{format_bytes(env['memory_total'])} total, "
+                            f"{format_bytes(env['memory_available'])} available at the end")
+         if env.get("memory_total") else "\u2014"],
+        ["allocator", env.get("allocator", "?")],
+        ["C library", env.get("libc") or "\u2014"],
+    ]
+    rows += [[k, v] for k, v in (env.get("allocator_variables") or {}).items()]
+    rows += [[k, v] for k, v in (env.get("libraries") or {}).items()]
+    return "<h2>Environment</h2>\n" + _table(["", ""], rows)
+
+
+# ------------------------------------------------------------------------------ pieces
+
+
+def duration_svg(end: np.ndarray, duration: np.ndarray, width: int = 940, height: int = 200) -> str:
+    """Step time (ms) of each iteration against its end time (s), as inline SVG."""
+    end = np.asarray(end, dtype=float)
+    ms = np.asarray(duration, dtype=float) * 1000.0
+    left, right, top, bottom = 62, 14, 24, 34
+    pw, ph = width - left - right, height - top - bottom
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="leakwidget-duration" width="{width}" '
+           f'height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
+           f'<rect width="{width}" height="{height}" fill="white"/>',
+           '<text x="10" y="15" font-weight="bold">Step time per iteration (ms)</text>',
+           f'<path d="M{left},{top} V{top + ph} H{left + pw}" stroke="#444" fill="none"/>']
+    if end.size:
+        x, y = minmax(end, ms, _DURATION_POINTS)
+        x0, x1 = 0.0, max(float(x.max()), 1e-3)
+        y0, y1 = 0.0, max(float(y.max()) * 1.08, 1e-3)
+        xs = left + (x - x0) / (x1 - x0) * pw
+        ys = top + ph - (y - y0) / (y1 - y0) * ph
+        pts = " ".join(f"{a:.1f},{b:.1f}" for a, b in zip(xs, ys, strict=True))
+        out.append(f'<polyline class="duration" fill="none" stroke="{PALETTE[0]}" stroke-width="1.2" points="{pts}"/>')
+        for frac in (0.0, 0.5, 1.0):
+            yy = top + ph - frac * ph
+            out.append(f'<text x="{left - 6}" y="{yy + 4:.1f}" text-anchor="end">{y1 * frac:.3g}</text>')
+            xx = left + frac * pw
+            out.append(f'<text x="{xx:.1f}" y="{top + ph + 16}" text-anchor="middle">{x1 * frac:.3g}</text>')
+        out.append(f'<text x="{left + pw / 2}" y="{height - 4}" text-anchor="middle">time (s)</text>')
+    else:
+        out.append(f'<text x="{left + 10}" y="{top + ph / 2}">No iteration finished.</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _table(header: list[str], rows: list[list], numeric: tuple[int, ...] = ()) -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    body = "".join(
+        "<tr>" + "".join(
+            f'<td class="num">{escape(_plain(c))}</td>' if i in numeric else f"<td>{escape(_plain(c))}</td>"
+            for i, c in enumerate(row)
+        ) + "</tr>"
+        for row in rows
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _plain(v: object) -> str:
+    if isinstance(v, (list, tuple)):
+        return " ".join(str(x) for x in v)
+    return "\u2014" if v is None else str(v)
+
+
+def _or_dash(v: object, dash: str = "\u2014") -> str:
+    return dash if v is None else f"{v:,}" if isinstance(v, int) else str(v)
+
+
+def _number(v: object, default: float) -> float:
+    return default if v is None else float(v)

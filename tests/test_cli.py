@@ -1,0 +1,362 @@
+"""``leakwidget run`` / ``attach`` / ``report``: real programs in real processes.
+
+Each watch is short (``--interval 0.1`` and a few seconds). The programs are small Python
+scripts: one keeps 1 MiB every 50 ms, one allocates and frees, one marks its steps.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+CLI = [sys.executable, "-m", "leakwidget.cli"]
+
+LEAKY = """
+import os, sys, time
+open(sys.argv[1], "w").write(str(os.getpid())) if len(sys.argv) > 1 else None
+keep = []
+for i in range(int(os.environ.get("STEPS", "100000"))):
+    keep.append(bytearray(1 << 20))
+    time.sleep(0.05)
+sys.exit(int(os.environ.get("STATUS", "0")))
+"""
+
+STEADY = """
+import time
+for i in range(100000):
+    x = bytearray(1 << 20)
+    del x
+    time.sleep(0.05)
+"""
+
+MARKED = """
+import time
+import leakwidget
+keep = []
+time.sleep(0.3)
+for i in range(60):
+    keep.append(bytearray(256 << 10))
+    time.sleep(0.02)
+    leakwidget.mark()
+"""
+
+
+@pytest.fixture
+def programs(tmp_path: Path) -> Path:
+    for name, text in (("leaky.py", LEAKY), ("steady.py", STEADY), ("marked.py", MARKED)):
+        (tmp_path / name).write_text(textwrap.dedent(text))
+    return tmp_path
+
+
+def leakwidget(*args: str, timeout: float = 60, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, **kwargs)
+
+
+def gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_a_leaking_program_exits_1_with_the_verdict_rates_and_files(programs: Path) -> None:
+    out = programs / "out"
+    out.mkdir()
+    pidfile = programs / "pid"
+    p = leakwidget("run", "--interval", "0.1", "--seconds", "4", "--json", str(out / "r.json"),
+                   "--csv", str(out / "r.csv"), "--html", str(out / "r.html"), "--",
+                   sys.executable, str(programs / "leaky.py"), str(pidfile))
+    assert p.returncode == 1, p.stderr
+    assert "leakwidget: Leak: +" in p.stderr and "runs out in about" in p.stderr
+    assert "/s" in p.stderr and "/h" in p.stderr and "0.1 s windows" in p.stderr
+    doc = json.loads((out / "r.json").read_text())
+    assert doc["verdict"]["kind"] == "leak" and doc["stopped"] == "seconds"
+    # 1 MiB every 50 ms is 2 MiB per 0.1 s window.
+    assert 1.6 * 2**20 < doc["verdict"]["slope"] < 2.4 * 2**20
+    assert doc["program"]["how"] == "started by leakwidget run" and doc["program"]["marks"] == 0
+    assert 25 <= doc["iteration_count"] <= 45
+    assert len((out / "r.csv").read_text().splitlines()) == doc["iteration_count"] + 1
+    assert 'data-kind="leak"' in (out / "r.html").read_text()
+    assert sorted(f.name for f in out.iterdir()) == ["r.csv", "r.html", "r.json"]  # no temp files
+    assert gone(int(pidfile.read_text()))  # the budget ended the watch, and the program
+
+
+def test_a_steady_program_exits_0(programs: Path) -> None:
+    p = leakwidget("run", "--interval", "0.1", "--seconds", "4", "--",
+                   sys.executable, str(programs / "steady.py"))
+    assert p.returncode == 0, p.stderr
+    assert "leakwidget: Stable" in p.stderr or "leakwidget: Plateau" in p.stderr
+
+
+def test_a_program_that_exits_early_ends_the_watch_with_its_partial_verdict(programs: Path) -> None:
+    t0 = time.monotonic()
+    p = leakwidget("run", "--interval", "0.1", "--seconds", "60", "--json", str(programs / "r.json"),
+                   "--", sys.executable, str(programs / "leaky.py"), env={**os.environ, "STEPS": "80"})
+    assert time.monotonic() - t0 < 30
+    assert p.returncode == 1, p.stderr  # its verdict: a leak
+    assert "The program exited with status 0" in p.stderr and "(stopped: stopped)" in p.stderr
+    # Its exit freed everything: iterations that saw that are in the records, not the verdict.
+    doc = json.loads((programs / "r.json").read_text())
+    rss = [r["rss"] for r in doc["iterations"]]
+    if rss[-1] < max(rss) / 2:
+        assert "in which the program was exiting" in p.stderr
+
+
+def test_the_memory_a_program_frees_as_it_exits_is_left_out_of_the_verdict(tmp_path: Path) -> None:
+    prog = tmp_path / "frees.py"
+    prog.write_text(textwrap.dedent("""
+        import time
+        keep = []
+        for i in range(40):
+            keep.append(bytearray(1 << 20))
+            time.sleep(0.05)
+        keep.clear()          # what an interpreter's teardown does, only slower
+        time.sleep(0.35)
+    """))
+    p = leakwidget("run", "--interval", "0.1", "--json", str(tmp_path / "r.json"), "--", sys.executable, str(prog))
+    doc = json.loads((tmp_path / "r.json").read_text())
+    rss = [r["rss"] for r in doc["iterations"]]
+    assert rss[-1] < max(rss) - 30 * 2**20  # the records keep the fall
+    assert p.returncode == 1 and doc["verdict"]["kind"] == "leak", p.stderr
+    assert "in which the program was exiting (its memory falling by" in p.stderr
+
+
+def test_a_program_that_fails_exits_3(programs: Path) -> None:
+    p = leakwidget("run", "--interval", "0.1", "--",
+                   sys.executable, str(programs / "leaky.py"), env={**os.environ, "STEPS": "10", "STATUS": "5"})
+    assert p.returncode == 3, p.stderr
+    assert "The program exited with status 5" in p.stderr
+
+
+def test_marks_make_one_iteration_per_mark(programs: Path) -> None:
+    # A long --interval: the program's start-up, before its first mark, is a single window.
+    p = leakwidget("run", "--interval", "10", "--json", str(programs / "m.json"), "--",
+                   sys.executable, str(programs / "marked.py"))
+    doc = json.loads((programs / "m.json").read_text())
+    assert doc["program"]["iterations"] == "one per leakwidget.mark()" and doc["program"]["marks"] == 60
+    # One iteration per mark, and the time before the first mark as one more.
+    assert 55 <= doc["iteration_count"] <= 61, doc["iteration_count"]
+    assert p.returncode == 1 and "iterations: marks" in p.stderr, p.stderr
+    assert 0.8 * 256 * 1024 < doc["verdict"]["slope"] < 1.25 * 256 * 1024
+
+
+def test_marks_faster_than_the_watch_are_folded_and_said_so(tmp_path: Path) -> None:
+    prog = tmp_path / "fast.py"
+    prog.write_text("import time, leakwidget\nt = time.monotonic()\n"
+                    "while time.monotonic() - t < 1.5:\n    leakwidget.mark()\n")
+    p = leakwidget("run", "--interval", "10", "--json", str(tmp_path / "f.json"), "--", sys.executable, str(prog))
+    doc = json.loads((tmp_path / "f.json").read_text())
+    marks, folded = doc["program"]["marks"], doc["program"]["marks_folded"]
+    assert marks > 10_000 and folded > 0.9 * marks, doc["program"]
+    assert doc["iteration_count"] <= marks - folded + 1
+    assert f"{folded:,} of {marks:,} marks were folded" in p.stderr
+
+
+@pytest.mark.parametrize("marks_env", [None, "/nonexistent/leakwidget-marks"])
+def test_mark_outside_leakwidget_run_is_a_no_op(marks_env: str | None) -> None:
+    # Not under leakwidget run, or under one that has ended (its counter file is gone).
+    code = ("import leakwidget, leakwidget.marks as m; [leakwidget.mark() for _ in range(1000)]; "
+            "print(m._counter is None)")
+    env = {k: v for k, v in os.environ.items() if k != "LEAKWIDGET_MARKS"}
+    if marks_env:
+        env["LEAKWIDGET_MARKS"] = marks_env
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert p.returncode == 0 and p.stdout.strip() == "True", p.stderr
+
+
+def test_max_rss_stops_the_program_before_it_grows_past_it(programs: Path) -> None:
+    pidfile = programs / "pid"
+    p = leakwidget("run", "--interval", "0.1", "--max-rss", "120MiB", "--json", str(programs / "r.json"),
+                   "--", sys.executable, str(programs / "leaky.py"), str(pidfile))
+    doc = json.loads((programs / "r.json").read_text())
+    assert doc["stopped"] == "memory-guard" and p.returncode == 1, p.stderr
+    assert max(r["rss"] for r in doc["iterations"]) < 120 * 2**20
+    assert gone(int(pidfile.read_text()))
+
+
+def test_attach_watches_a_running_process_and_leaves_it_running(programs: Path) -> None:
+    proc = subprocess.Popen([sys.executable, str(programs / "leaky.py")])
+    try:
+        time.sleep(0.5)
+        p = leakwidget("attach", str(proc.pid), "--interval", "0.1", "--seconds", "3",
+                       "--json", str(programs / "a.json"))
+        assert p.returncode == 1, p.stderr
+        assert proc.poll() is None  # still running
+        doc = json.loads((programs / "a.json").read_text())
+        assert doc["program"]["how"] == "attached" and doc["program"]["pid"] == proc.pid
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_attach_to_a_process_that_vanishes_exits_3(programs: Path) -> None:
+    pidfile = programs / "pid"
+    proc = subprocess.Popen([sys.executable, str(programs / "leaky.py"), str(pidfile)],
+                            env={**os.environ, "STEPS": "80"})
+    try:
+        deadline = time.monotonic() + 20
+        while not pidfile.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        p = leakwidget("attach", str(proc.pid), "--interval", "0.1")
+        assert p.returncode == 3, p.stderr
+        assert f"Process {proc.pid} ended after" in p.stderr
+    finally:
+        proc.wait()
+
+
+@pytest.mark.parametrize("to_group", [False, True], ids=["to-leakwidget", "to-the-terminal-group"])
+def test_ctrl_c_ends_the_watch_keeps_the_result_and_stops_the_program(programs: Path, to_group: bool) -> None:
+    # A terminal's Ctrl-C reaches the whole foreground group: leakwidget and the program.
+    pidfile = programs / "pid"
+    w = subprocess.Popen([*CLI, "run", "--interval", "0.1", "--json", str(programs / "r.json"), "--",
+                          sys.executable, str(programs / "leaky.py"), str(pidfile)],
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 20
+    while not pidfile.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.5)
+    if to_group:
+        os.killpg(w.pid, signal.SIGINT)
+    else:
+        w.send_signal(signal.SIGINT)
+    _, err = w.communicate(timeout=30)
+    assert w.returncode == 130, err
+    assert json.loads((programs / "r.json").read_text())["stopped"] == "interrupted"
+    assert gone(int(pidfile.read_text()))
+
+
+# ------------------------------------------------------------------ bad input: one line, status 4
+
+
+def one_error_line(p: subprocess.CompletedProcess) -> str:
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 4 and len(lines) == 1, p.stderr
+    return lines[0]
+
+
+def test_a_pid_that_does_not_exist() -> None:
+    pid = 4_000_000  # above Linux's pid_max
+    assert "no process with pid 4000000" in one_error_line(leakwidget("attach", str(pid)))
+
+
+def test_a_pid_of_another_user(tmp_path: Path) -> None:
+    # As user nobody, this test process (root's) is not ours to read.
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to become another user")
+    p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *CLI,
+                        "attach", str(os.getpid())], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert "not allowed to read" in one_error_line(p)
+
+
+def test_a_program_that_is_not_found(tmp_path: Path) -> None:
+    line = one_error_line(leakwidget("run", "--", "no-such-program-here"))
+    assert line == "leakwidget: error: cannot run no-such-program-here: No such file or directory"
+
+
+def test_an_unwritable_output_path_refuses_before_the_program_starts(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    line = one_error_line(leakwidget("run", "--json", str(tmp_path / "missing" / "r.json"), "--",
+                                     sys.executable, "-c", f"open({str(marker)!r}, 'w')"))
+    assert "cannot write --json" in line and "No such file or directory" in line
+    assert not marker.exists() and not (tmp_path / "missing").exists()
+    line = one_error_line(leakwidget("run", "--html", str(tmp_path), "--", "true"))
+    assert "it is a directory" in line
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "--seconds", "-1", "--", "true"], "argument --seconds/-t: must be a positive number"),
+    (["run", "--max-rss", "lots", "--", "true"], "argument --max-rss: not a size"),
+    (["attach", "twelve"], "argument pid: not a whole number"),
+    (["watch"], "invalid choice: 'watch'"),
+])
+def test_wrong_options_print_the_usage_and_exit_4(args: list[str], message: str) -> None:
+    p = leakwidget(*args)
+    assert p.returncode == 4 and p.stderr.startswith("usage: leakwidget") and message in p.stderr, p.stderr
+
+
+def test_run_without_a_program() -> None:
+    assert "no program to run" in one_error_line(leakwidget("run", "--interval", "0.1"))
+
+
+# ------------------------------------------------------------------ report, and the console script
+
+
+def test_report_renders_a_saved_result_and_refuses_what_is_not_one(programs: Path) -> None:
+    p = leakwidget("run", "--interval", "0.1", "--seconds", "2", "--json", str(programs / "r.json"), "--",
+                   sys.executable, str(programs / "leaky.py"))
+    assert p.returncode in (1, 2), p.stderr
+    r = leakwidget("report", str(programs / "r.json"), "--html", str(programs / "r.html"))
+    assert r.returncode == 0, r.stderr
+    page = (programs / "r.html").read_text()
+    assert "<svg" in page and "Watched program" in page and "leaky.py" in page
+    (programs / "bad.json").write_text("[1, 2]")
+    assert "is not a leakwidget result" in one_error_line(
+        leakwidget("report", str(programs / "bad.json"), "--html", str(programs / "x.html")))
+    assert not (programs / "x.html").exists()
+
+
+def test_the_console_script_is_installed_with_help() -> None:
+    script = Path(sys.executable).parent / "leakwidget"
+    p = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0
+    for word in ("run", "attach", "report", "Exit status: 0 stable or plateau, 1 leak, 2 inconclusive"):
+        assert word in p.stdout
+    p = subprocess.run([str(script), "run", "--help"], capture_output=True, text=True, timeout=60)
+    assert "--interval S" in p.stdout and "--max-rss SIZE" in p.stdout and "--html PATH" in p.stdout
+
+
+def on_a_terminal(*args: str) -> tuple[int, str]:
+    """leakwidget with a (pseudo-)terminal for stdin, stdout and stderr: its status and screen."""
+    import pty
+
+    master, slave = pty.openpty()
+    w = subprocess.Popen([*CLI, *args], stdin=slave, stdout=slave, stderr=slave, close_fds=True)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: leakwidget (and its program) closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    w.wait(timeout=30)
+    os.close(master)
+    return w.returncode, b"".join(chunks).decode(errors="replace")
+
+
+def test_in_a_terminal_the_programs_output_is_printed_above_the_live_line(tmp_path: Path) -> None:
+    # A program that prints lines and redraws a progress line of its own: every line arrives
+    # once, in order, with its colours, before the report.
+    prog = tmp_path / "chatty.py"
+    prog.write_text(textwrap.dedent("""
+        import sys, time
+        print("\\033[32mfirst line\\033[0m", flush=True)
+        for i in range(20):
+            sys.stderr.write(f"\\rstep {i + 1}/20"); sys.stderr.flush()
+            time.sleep(0.05)
+        print("\\nlast line", flush=True)
+    """))
+    status, screen = on_a_terminal("run", "--interval", "0.1", "--", sys.executable, str(prog))
+    assert status in (0, 1, 2), screen
+    first, last, report = screen.find("first line"), screen.find("last line"), screen.find("leakwidget: ")
+    assert -1 < first < last < report, screen
+    assert screen.count("first line") == 1 and screen.count("last line") == 1
+    assert "step 20/20" in screen and "\x1b[32mfirst line" in screen
+
+
+def test_in_a_terminal_a_program_that_is_not_found_is_one_line_too() -> None:
+    status, screen = on_a_terminal("run", "--", "no-such-program-here")
+    assert status == 4
+    assert screen.strip() == "leakwidget: error: cannot run no-such-program-here: No such file or directory"

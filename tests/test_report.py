@@ -1,0 +1,152 @@
+"""``result.save_html(path)``: one self-contained page, opened offline in headless Chromium.
+
+The browser is offline for the page: every request other than the file itself is recorded and
+refused, so a page that needs the network fails here as it would on a plane.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import leakwidget
+from leakwidget.report.html import render_html
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+KEPT: list = []
+
+
+@leakwidget.stage
+def parse(x: int) -> bytes:
+    KEPT.append(bytes(64 * 1024))  # the leak: every parsed record is kept
+    return b"%d" % x
+
+
+@pytest.fixture(scope="module")
+def leak() -> leakwidget.WatchResult:
+    r = leakwidget.watch(lambda: parse(1), seconds=3, widget=False, label="parser")
+    KEPT.clear()
+    assert r.verdict.kind == "leak"
+    return r
+
+
+@pytest.fixture(scope="module")
+def page() -> Iterator:
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.fail(f"Chromium not found at {CHROMIUM}: run scripts/install-system.sh", pytrace=False)
+    from playwright.sync_api import sync_playwright
+
+    pw = sync_playwright().start()
+    browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+    try:
+        yield browser
+    finally:
+        browser.close()
+        pw.stop()
+
+
+def open_offline(browser, path: Path):
+    """The page at ``path`` with every other request refused; (page, requests it tried)."""
+    context = browser.new_context(viewport={"width": 1100, "height": 900}, offline=True)
+    tried: list[str] = []
+
+    def route(r) -> None:
+        if r.request.url == path.as_uri():
+            r.continue_()
+        else:
+            tried.append(r.request.url)
+            r.abort()
+
+    context.route("**/*", route)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(path.as_uri())
+    return page, tried, errors
+
+
+def test_the_report_opens_offline_with_charts_verdict_tables_and_environment(
+        leak: leakwidget.WatchResult, page, tmp_path: Path) -> None:
+    path = tmp_path / "leak.html"
+    leak.save_html(path)
+    html = path.read_text()
+    assert "<script" not in html and "<link" not in html and "http" not in html.replace(
+        "http://www.w3.org/2000/svg", "")  # the SVG namespace is a name, not a fetch
+    p, tried, errors = open_offline(page, path)
+    try:
+        assert tried == [] and errors == []
+        banner = p.locator("section.verdict")
+        assert banner.get_attribute("data-kind") == "leak"
+        text = banner.inner_text()
+        assert leak.verdict.summary.split(";")[0] in text and "/s" in text and "/h" in text
+        # Both charts drew something: the RSS line with its fit, and the step times.
+        for sel in ("#rss-chart polyline.rss", "#rss-chart polyline.fit", "#duration-chart polyline.duration"):
+            box = p.locator(sel).bounding_box()
+            assert box is not None and box["width"] > 300 and box["height"] > 5, sel
+        body = p.locator("body").inner_text()
+        assert "What grows" in body and leak.attribution.summary[:40] in body
+        assert "parse@" in body and "Pipeline stages" in body  # the @stage function's row
+        assert "label\tparser" in body  # configuration
+        for word in ("Environment", "allocator", "machine memory", "leakwidget"):
+            assert word in body
+    finally:
+        p.context.close()
+
+
+def test_a_saved_result_renders_like_the_live_one(leak: leakwidget.WatchResult, tmp_path: Path) -> None:
+    # leakwidget report RESULT.json renders the exported form; the page must be the same.
+    live = render_html(json.loads(leak.to_json()))
+    saved = json.loads(leak.to_json())
+    (tmp_path / "r.json").write_text(json.dumps(saved))
+    again = render_html(json.loads((tmp_path / "r.json").read_text()))
+
+    def strip_time(s: str) -> str:
+        return s[s.index("</div>", s.index('class="sub"')):]
+
+    assert strip_time(live) == strip_time(again)
+
+
+def test_a_run_that_failed_early_still_renders(page, tmp_path: Path) -> None:
+    def step() -> None:
+        raise RuntimeError("broken input")
+
+    r = leakwidget.watch(step, iterations=10, widget=False)
+    path = tmp_path / "failed.html"
+    r.save_html(path)
+    p, tried, errors = open_offline(page, path)
+    try:
+        assert tried == [] and errors == []
+        assert "broken input" in p.locator(".error").inner_text()
+        assert "No iteration finished" in p.locator("#duration-chart").inner_text()
+    finally:
+        p.context.close()
+
+
+def test_an_unwritable_path_raises_and_leaves_nothing(leak: leakwidget.WatchResult, tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        leak.save_html(tmp_path / "missing" / "r.html")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    try:
+        if os.geteuid() != 0:  # root writes anywhere
+            with pytest.raises(PermissionError):
+                leak.save_html(locked / "r.html")
+            assert list(locked.iterdir()) == []
+    finally:
+        locked.chmod(stat.S_IRWXU)
+    # A write that fails at the last step (the name is taken by a folder) leaves no temporary
+    # file behind either.
+    (tmp_path / "taken.html").mkdir()
+    with pytest.raises(IsADirectoryError):
+        leak.save_html(tmp_path / "taken.html")
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["locked", "taken.html"]
+    assert list((tmp_path / "taken.html").iterdir()) == []
