@@ -294,3 +294,225 @@ def test_shares_never_exceed_the_growth_nor_go_negative():
     small = attribute(Evidence(quiet, census_slope=100 * 1024, reclaimed=0))
     assert small.kind == "native" and small.python_slope == 100 * 1024
     assert small.native_slope == 493 * 1024 and not any("capped" in n for n in small.notes)
+
+
+# --------------------------------------------------------------------------------------------
+# What keeps it alive: reference paths from a root to objects the run created
+
+DECODED: list = []
+
+
+class _Holder:
+    items: list = []
+
+
+class _Model:
+    def __init__(self) -> None:
+        self.history: list = []
+
+
+_MODEL = _Model()
+
+
+def _paths_of(step, setup=None, iterations=150) -> list[str]:
+    # (The kind is not asserted here: in a long-lived test process, freed memory that RSS
+    # reuses can make a NumPy leak look smaller than the census says; the paths do not depend
+    # on it.)
+    r = Watch(WatchSpec(step, setup=setup, iterations=iterations), tracker=Tracker(census=True)).run()
+    assert r.attribution.kind != "none", str(r.attribution)
+    return [p.text for p in r.attribution.paths]
+
+
+def test_a_module_global_keeping_arrays_alive_is_named_as_the_root():
+    DECODED.clear()
+    try:
+        r = Watch(WatchSpec(lambda: DECODED.append(np.ones(8192)), iterations=150),
+                  tracker=Tracker(census=True)).run()
+    finally:
+        DECODED.clear()
+    a = r.attribution
+    assert f"{__name__}.DECODED (list) \u2192 numpy.ndarray" in [p.text for p in a.paths], str(a)
+    assert "What keeps them alive" in str(a)
+    if a.kind == "python":  # (see _paths_of on why the kind may differ in this process)
+        assert f"kept alive by {__name__}.DECODED" in a.summary
+    d = json.loads(r.to_json())["attribution"]["paths"]
+    assert any(p["root"] == f"{__name__}.DECODED" for p in d)
+
+
+def test_closure_cells_class_and_instance_attributes_defaults_and_the_setup_state_are_roots():
+    def make_closure():
+        kept: list = []
+
+        def step():
+            kept.append(np.ones(8192))
+        return step
+
+    closure = make_closure()
+    want = f"closure cell 'kept' of {__name__}.{closure.__qualname__} (list) \u2192 numpy.ndarray"
+    assert want in _paths_of(closure)
+
+    _Holder.items = []
+    assert f"{__name__}._Holder.items (list) \u2192 numpy.ndarray" in _paths_of(
+        lambda: _Holder.items.append(np.ones(8192)))
+    _Holder.items = []
+
+    assert f"{__name__}._MODEL (test_attribution._Model) \u2192 .history list \u2192 numpy.ndarray" \
+        in _paths_of(lambda: _MODEL.history.append(np.ones(8192)))
+    _MODEL.history.clear()
+
+    def with_default(memo=[]):  # noqa: B006 - the leak under test
+        memo.append(np.ones(8192))
+
+    want = f"default argument 'memo' of {__name__}.{with_default.__qualname__} (list) \u2192 numpy.ndarray"
+    assert want in _paths_of(with_default)
+    with_default.__defaults__[0].clear()
+
+    assert "the setup's state (dict) \u2192 ['kept'] list \u2192 numpy.ndarray" in _paths_of(
+        lambda s: s["kept"].append(np.ones(8192)), setup=lambda: {"kept": []})
+
+
+def test_the_path_search_stops_at_its_bounds_and_keeps_nothing_alive():
+    import gc
+    import time
+    import weakref
+
+    from leakwidget.engine.attribution.paths import Target, find_paths
+
+    class Node:
+        pass
+
+    # A chain 60 objects long held only by this function's local variable (a frame, which is
+    # not a root): no root within 8 references. A bigger heap makes each level cost more.
+    head = cur = Node()
+    for _ in range(60):
+        cur.next = Node()
+        cur = cur.next
+    probe = weakref.ref(cur)
+    ballast = [[i] for i in range(300_000)]
+    t0 = time.perf_counter()
+    paths, note = find_paths([Target("Node", [cur])], deadline=0.3, max_depth=8)
+    took = time.perf_counter() - t0
+    assert paths == [] and ("8 references" in note or "deadline" in note), note
+    assert took < 1.0, took  # one heap scan past the deadline at most
+    t0 = time.perf_counter()
+    _, note = find_paths([Target("Node", [cur])], deadline=0.0, max_depth=50)
+    assert time.perf_counter() - t0 < 0.5 and "deadline" in note, note
+    del head, cur, ballast
+    gc.collect()
+    assert probe() is None  # the search kept no reference to its specimen
+
+
+# --------------------------------------------------------------------------------------------
+# What a plateau holds
+
+_PLATEAU_CHILD = r"""
+import ctypes, json, sys
+import numpy as np
+import leakwidget
+
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+held = []
+
+def step():
+    if len(held) < 200:  # a buffer that fills to 200 entries of 64 KiB, then holds
+        if sys.argv[1] == "python":
+            held.append(np.ones(8192))
+        else:
+            p = libc.malloc(65536)
+            ctypes.memset(p, 1, 65536)
+            held.append(p)
+    sum(range(5000))
+
+r = leakwidget.watch(step, iterations=800, widget=False)
+a = r.attribution
+print(json.dumps({"verdict": r.verdict.kind, "fit": r.verdict.fit, "kind": a.kind,
+                  "growth_of": a.growth_of, "growth": a.growth_bytes, "python": a.python_slope,
+                  "rss": a.rss_slope, "summary": a.summary, "text": str(a),
+                  "paths": [p.text for p in a.paths]}))
+"""
+
+
+@pytest.mark.parametrize("held", ["python", "native"])
+def test_a_plateau_is_attributed_by_what_its_rise_holds(held):
+    # In a fresh process, as in a fresh kernel: a buffer filling in memory freed earlier by
+    # other tests would not show in RSS.
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _PLATEAU_CHILD, held], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["verdict"] == "plateau", got["text"]
+    assert got["growth_of"] == "plateau" and got["kind"] == held, got["text"]
+    # the rise from the plateau's onset to its top: 200 × 64 KiB
+    assert 0.8 * 200 * 64 * 1024 <= got["growth"] <= 1.3 * 200 * 64 * 1024, got["text"]
+    assert got["summary"].startswith("The plateau holds") and "not a leak" in got["summary"]
+    assert "per iteration of the rise" in got["text"]
+    if held == "python":
+        assert got["python"] >= 0.5 * got["rss"]
+        assert "__main__.held (list) \u2192 numpy.ndarray" in got["paths"], got["text"]
+    else:
+        assert got["python"] < 0.5 * got["rss"] and "native memory" in got["summary"]
+
+
+# --------------------------------------------------------------------------------------------
+# GPU memory: its own series and verdict (result.device)
+
+
+def test_without_a_gpu_device_memory_is_reported_as_not_measured():
+    r = _watch(lambda: None, iterations=20)
+    assert r.device is not None and not r.device.measured
+    assert r.device.note and r.device.verdict is None
+    assert str(r.device).startswith("GPU memory: not measured:")
+    assert "GPU memory" not in str(r)  # nothing to report in the text
+    assert json.loads(r.to_json())["device"]["measured"] is False
+
+
+def test_with_tensorflow_and_no_gpu_the_device_says_there_is_none():
+    pytest.importorskip("tensorflow")
+    import subprocess
+    import sys
+
+    code = ("import tensorflow, leakwidget; r = leakwidget.watch(lambda: None, iterations=20, "
+            "widget=False); print(r.device.measured, '|', r.device.note)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    measured, note = proc.stdout.strip().splitlines()[-1].split(" | ")
+    if os.path.exists("/dev/nvidia0"):
+        pytest.skip("this machine has a GPU")
+    assert measured == "False" and "no GPU" in note
+
+
+def test_device_memory_gets_its_own_verdict_from_the_memory_tensorflow_reports():
+    """There is no GPU here, so this drives the real collector and a real watch through a
+    stand-in for ``tf.config`` (list_physical_devices, experimental.get_memory_info and
+    reset_memory_stats), whose device memory grows 512 KiB with every step, as tensors kept on
+    a GPU would; the process's RSS does not grow at all."""
+    from types import SimpleNamespace
+
+    from leakwidget.engine.attribution import GpuMemory
+
+    device = {"current": 64 * 2**20, "resets": 0}
+    experimental = SimpleNamespace(
+        get_memory_info=lambda name: {"current": device["current"], "peak": device["current"] + 2**20},
+        reset_memory_stats=lambda name: device.__setitem__("resets", device["resets"] + 1),
+    )
+    config = SimpleNamespace(list_physical_devices=lambda kind: ["GPU:0"] if kind == "GPU" else [],
+                             experimental=experimental)
+
+    def step():
+        device["current"] += 512 * 1024
+
+    r = Watch(WatchSpec(step, iterations=80), tracker=Tracker(gpu=GpuMemory(config=config))).run()
+    d = r.device
+    assert d.measured and d.device == "GPU:0" and device["resets"] == 80
+    assert d.verdict.kind == "leak" and d.verdict.slope == pytest.approx(512 * 1024, rel=0.02)
+    assert r.verdict.kind != "leak"  # RSS: nothing grows in the process
+    assert d.current == device["current"] and d.series.shape == (80, 3)
+    assert "GPU:0 memory" in str(r) and "Leak:" in str(d)
+    flat = Watch(WatchSpec(lambda: None, iterations=80),
+                 tracker=Tracker(gpu=GpuMemory(config=config))).run()
+    assert flat.device.verdict.kind == "stable", str(flat.device)

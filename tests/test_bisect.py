@@ -432,3 +432,133 @@ def test_without_tensorflow_stage_options_explain_themselves_and_user_stages_bis
     assert "TensorFlow is not installed" in notes and "@leakwidget.stage" in notes
     assert "prefetch" in notes and "map@3" in notes
     assert got["culprits"] == ["part0"]
+
+
+# --------------------------------------------------------------------------------------------
+# Bisecting a plateau: which stages make memory rise that high
+
+MiB = 2**20
+
+
+def _plateau(rise: float) -> Verdict:
+    """A plateau verdict whose fit rises by ``rise`` (onset 0, top at 200, flat to 600)."""
+    return Verdict("plateau", slope=0.0, onset=0, iterations=600,
+                   fit=[(0.0, 100 * MiB), (200.0, 100 * MiB + rise), (600.0, 100 * MiB + rise)])
+
+
+def drive_plateau(k: int, rise_of, **kwargs) -> leakwidget.engine.search.BisectResult:
+    ids = [f"s{i}@{i}" for i in range(k)]
+    stage_list = [Stage(id=i, kind=i.split("@")[0], site=i.split("@")[1], toggleable=True)
+                  for i in ids]
+    b = Bisector(**kwargs)
+    while (config := b.next_configuration()) is not None:
+        on = set(ids) if config.on is None else set(config.on)
+        rise = rise_of(on)
+        verdict = _plateau(rise) if rise >= MiB else Verdict("stable", iterations=600)
+        b.report(config, verdict, stages=stage_list)
+    return b.result()
+
+
+def test_a_plateau_is_bisected_to_the_stage_that_holds_it_and_says_it_is_no_leak():
+    # s2 holds 40 MiB (a cache); s4 a small 8 MiB buffer: less than half, not the cause.
+    def rise(on):
+        return (40 * MiB if "s2@2" in on else 0) + (8 * MiB if "s4@4" in on else 0)
+
+    result = drive_plateau(6, rise)
+    assert result.culprit_ids == ["s2@2"], str(result)
+    assert result.plateau and not result.leak and not result.outside
+    assert "bisected a plateau" in result.summary and "not a leak" in result.summary
+    assert "40.0 MiB" in result.summary and "s2@2 (s2 at line 2)" in result.summary
+    assert "rise" in str(result).splitlines()[2]  # the table's column
+    small = [c for c in result.configurations if c.on and "s2@2" not in c.on and "s4@4" in c.on]
+    assert all(c.kind == "plateau" and c.reproduces is False for c in small)
+    assert json.loads(json.dumps(result.to_dict()))["configurations"][0]["rise"] == 48 * MiB
+
+
+def test_a_plateau_held_by_two_stages_together_or_by_none_of_them():
+    both = drive_plateau(5, lambda on: 30 * MiB if {"s1@1", "s3@3"} <= on else 0)
+    assert sorted(both.culprit_ids) == ["s1@1", "s3@3"] and "together" in both.summary
+    outside = drive_plateau(4, lambda on: 30 * MiB)
+    assert outside.outside and outside.culprits == [] and outside.plateau
+    assert "plateau lies outside the stages" in outside.summary
+    assert "bisected a plateau" in outside.summary
+
+
+def test_a_small_plateau_is_not_bisected_unless_asked():
+    # A few MiB is what buffers and the allocator's creep add in a pipeline whatever is on.
+    small = drive_plateau(4, lambda on: 3 * MiB if "s1@1" in on else 0)
+    assert not small.plateau and small.culprits == [] and len(small.configurations) == 1
+    assert "Nothing to bisect" in small.summary and "min_plateau" in small.summary
+    asked = drive_plateau(4, lambda on: 3 * MiB if "s1@1" in on else 0, min_plateau=MiB)
+    assert asked.plateau and asked.culprit_ids == ["s1@1"]
+
+
+def bounded_buffer_pipeline(k: int, culprit: int, cap: int = 160):
+    """``k`` user stages; stage ``culprit`` keeps its last ``cap`` inputs as 256 KiB arrays
+    (a buffer that fills, then holds: a plateau of cap × 256 KiB)."""
+    fns = []
+    for i in range(k):
+        def f(x, i=i):
+            if i == culprit and len(HOLD) < cap:
+                HOLD.append(np.ones(KIB256 // 8))
+            return x + 1
+        f.__qualname__ = f"part{i}"
+        fns.append(leakwidget.stage(f))
+
+    def setup():
+        HOLD.clear()
+
+    def step(_):
+        x = 0
+        for f in fns:
+            x = f(x)
+        busy(20_000)
+
+    return step, setup
+
+
+def test_a_real_plateau_is_bisected_to_the_user_stage_holding_the_buffer():
+    in_fresh_process("_bisect_a_bounded_buffer")
+
+
+def _bisect_a_bounded_buffer() -> None:
+    step, setup = bounded_buffer_pipeline(4, culprit=1)
+    result = bisect(step, setup, seconds_per_config=25)
+    HOLD.clear()
+    base = result.configurations[0]
+    assert base.kind == "plateau", str(result)
+    assert [s.kind for s in result.culprits] == ["part1"], str(result)
+    assert result.plateau and not result.leak
+    assert "bisected a plateau" in result.summary
+
+
+def test_a_tf_data_cache_is_bisected_as_the_stage_holding_the_plateau():
+    pytest.importorskip("tensorflow")
+    in_fresh_process("_cache_plateau")
+
+
+def _cache_plateau() -> None:
+    import tensorflow as tf
+
+    def elements():
+        for i in range(600):
+            yield np.full(16384, i, np.float32)
+
+    def setup():
+        # A source that is no stage (from_generator cannot be switched off) making new tensors,
+        # so the cache is the only thing that can hold them: 600 elements of 64 KiB cached in
+        # the first pass, then served, a plateau of 37.5 MiB. (Built with a map instead, the
+        # map off makes every element the same tensor, and the bisection rightly names the map
+        # and the cache together.)
+        ds = tf.data.Dataset.from_generator(
+            elements, output_signature=tf.TensorSpec((16384,), tf.float32))
+        ds = ds.cache().repeat()  # <cache>
+        ds = ds.map(lambda x: x * 2.0, num_parallel_calls=2)
+        return iter(ds.prefetch(2))
+
+    result = bisect(_next_and_work, setup, seconds_per_config=30)
+    line = next(n for n, t in enumerate(Path(__file__).read_text().splitlines(), 1)
+                if t.rstrip().endswith("# <cache>"))
+    assert result.configurations[0].kind == "plateau", str(result)
+    assert [s.id for s in result.culprits] == [f"cache@{Path(__file__).resolve()}:{line}"], str(result)
+    assert result.plateau and not result.leak and "bisected a plateau" in result.summary

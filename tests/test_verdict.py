@@ -281,3 +281,55 @@ def test_format_bytes_reads_like_a_person_wrote_it():
     assert format_bytes(98 * KiB, signed=True) == "+98.0 KiB"
     assert format_bytes(1536 * KiB) == "1.5 MiB"
     assert format_bytes(-2048, signed=True) == "\u22122.0 KiB"
+
+
+# --------------------------------------------------------------------------------------------
+# Growth that slows down but does not stop: the current rate, that it slows, the projection
+
+
+def test_a_cache_warming_on_top_of_a_slower_leak_is_a_leak_at_the_current_rate():
+    rng = np.random.default_rng(11)
+    x = np.arange(600)
+    # a cache of 20 MiB warming up (fast at first) on top of a 16 KiB/iteration leak
+    y = 200.0 * MiB + 16 * KiB * x + 20 * MiB * (1 - np.exp(-x / 100)) + rng.normal(0, 50 * KiB, x.size)
+    v = decide(x, y, durations=np.full(x.size, 0.01), headroom=8 * 1024 * MiB)
+    assert v.kind == "leak" and v.slowing, v.summary
+    assert v.earlier_slope is not None and v.earlier_slope > 1.3 * v.slope
+    assert 0.8 * 16 * KiB <= v.slope <= 1.4 * 16 * KiB, v.summary
+    assert v.summary.startswith("Leak, slowing down:") and "now" in v.summary
+    assert "at the current rate available memory runs out" in v.summary
+    assert v.exhaust_iterations == pytest.approx(8 * 1024 * MiB / v.slope, rel=0.01)
+
+
+def test_a_steady_leak_is_not_said_to_slow_down():
+    x = np.arange(300)
+    v = decide(x, 100.0 * MiB + 64 * KiB * x + np.random.default_rng(5).normal(0, 16 * KiB, x.size))
+    assert v.kind == "leak" and not v.slowing and v.earlier_slope is None
+    assert "slowing" not in v.summary
+
+
+def test_growth_that_keeps_slowing_says_so_with_the_current_rate_not_run_longer():
+    # Logarithmic growth under heavy noise: no later start is a leak by itself, yet memory
+    # is still growing; the words give the current rate and the projection at it.
+    rng = np.random.default_rng(2)
+    x = np.arange(600)
+    y = 200.0 * MiB + 2 * MiB * np.log1p(x / 20) / np.log1p(600 / 20) + rng.normal(0, 300 * KiB, x.size)
+    v = decide(x, y, durations=np.full(x.size, 0.01), headroom=8 * 1024 * MiB)
+    assert v.kind == "inconclusive" and v.reason == "slowing", v.summary
+    assert v.summary.startswith("Growth slowing down after 600 iterations")
+    assert "per iteration now" in v.summary and "runs out in about" in v.summary
+    assert "run longer" not in v.summary
+
+
+def test_a_plateau_whose_tail_still_grows_is_not_confident_and_says_so():
+    rng = np.random.default_rng(4)
+    x = np.arange(600)
+    fill = np.minimum(x, 200) * 50 * KiB  # 10 MiB, then 2 KiB/iteration: 800 KiB, under a leak's 1 MiB
+    still = 200.0 * MiB + fill + 2 * KiB * np.maximum(x - 200, 0) + rng.normal(0, 20 * KiB, x.size)
+    flat = 200.0 * MiB + fill + rng.normal(0, 20 * KiB, x.size)
+    v = decide(x, still, durations=np.full(x.size, 0.01), headroom=8 * 1024 * MiB)
+    assert v.kind == "plateau" and not v.confident, v.summary
+    assert v.summary.startswith("Plateau so far") and "has not stopped" in v.summary
+    assert "runs out in about" in v.summary
+    w = decide(x, flat, durations=np.full(x.size, 0.01), headroom=8 * 1024 * MiB)
+    assert w.kind == "plateau" and w.confident and "stopped growing" in w.summary

@@ -20,9 +20,10 @@ import numpy as np
 
 from .attribution import Tracker
 from .observer import BaseObserver, Observer, RunControl
+from .parallel import Prepared, run_configurations
 from .records import IterationRecord, RecordLog
 from .result import WatchResult
-from .search import DEFAULT_SLOPE_RATIO, Bisector, BisectResult, Configuration
+from .search import DEFAULT_SLOPE_RATIO, MIN_PLATEAU, Bisector, BisectResult, Configuration
 from .spec import WatchSpec
 from .units import parse_size
 from .verdict import MIN_POINTS, Verdict, trend
@@ -128,7 +129,7 @@ def block_trend(index: np.ndarray, blocks: np.ndarray, warmup: int) -> tuple[flo
     index, blocks = np.asarray(index, dtype=float), np.asarray(blocks, dtype=float)
     if index.size == 0:
         return None, None, None
-    keep = index >= index[0] + warmup
+    keep = (index >= index[0] + warmup) & (blocks >= 0)  # read at checkpoints only
     if int(keep.sum()) < MIN_POINTS:
         return None, None, None
     tr = trend(index[keep], blocks[keep])
@@ -137,7 +138,9 @@ def block_trend(index: np.ndarray, blocks: np.ndarray, warmup: int) -> tuple[flo
 
 def _guard_for(bisector: Bisector, config: Configuration, seconds: float) -> ConfigGuard:
     base = bisector.configurations[0]
-    if config is base:
+    if config is base or bisector.plateau:
+        # A plateau's configurations run until their own verdicts are confident: whether memory
+        # rises as high shows only once it has stopped rising.
         return ConfigGuard(seconds)
     return ConfigGuard(
         seconds, bisector.slope_ratio * base.verdict.slope,
@@ -169,22 +172,43 @@ async def run_bisection(
     slope_ratio: float = DEFAULT_SLOPE_RATIO,
     max_configurations: int | None = None,
     all_off_first: bool = True,
+    min_plateau: float = MIN_PLATEAU,
     observers: Sequence[Observer] = (),
-    on_configuration: Callable[[Configuration, Watch], None] | None = None,
+    on_configuration: Callable[[Configuration, RunControl], None] | None = None,
     pause: Pause | None = None,
+    jobs: int | None = None,
+    client: Any = None,
 ) -> BisectResult:
     """Find the smallest set of stages whose being on makes ``spec`` leak.
 
     Each configuration is ``spec`` with other stages off (``dataclasses.replace``), run until
     its verdict is clear, at most ``seconds_per_config`` (default: ``spec.seconds``, else 30 s),
-    or exactly ``spec.iterations`` if given. ``on_configuration(config, watch)`` is called
+    or exactly ``spec.iterations`` if given. ``on_configuration(config, run)`` is called
     before each run; ``observers`` follow every run; ``pause`` is awaited between iterations.
+
+    With ``jobs``, or an isolated ``spec``, each configuration runs in its own fresh worker
+    process, ``jobs`` at a time (default: the free cores); with ``client`` (a
+    ``dask.distributed.Client``), as tasks on that cluster (:mod:`.parallel`).
+
+    A baseline whose verdict is a plateau rising at least ``min_plateau`` bytes (8 MiB) is
+    bisected too: the stages whose being on makes memory rise at least ``slope_ratio`` as high.
     """
     seconds = seconds_per_config or spec.seconds or DEFAULT_SECONDS_PER_CONFIG
     if not seconds > 0:
         raise ValueError(f"seconds_per_config must be positive, not {seconds!r}")
     bisector = Bisector(slope_ratio=slope_ratio, max_configurations=max_configurations,
-                        all_off_first=all_off_first)
+                        all_off_first=all_off_first, min_plateau=min_plateau)
+    if jobs is not None or client is not None or spec.isolate:
+        def prepare(config: Configuration) -> Prepared:
+            run_spec = dataclasses.replace(spec, seconds=None, off=config.off, serial=config.serial,
+                                           label=config.label)
+            return run_spec, _guard_for(bisector, config, seconds), config.index == 0
+
+        await run_configurations(
+            bisector, prepare, lambda config, result, guard: _report(bisector, config, result, guard),
+            jobs=jobs, client=client, observers=observers, on_configuration=on_configuration,
+            pause=pause)
+        return bisector.result()
     while (config := bisector.next_configuration()) is not None:
         guard = _guard_for(bisector, config, seconds)
         run_spec = dataclasses.replace(spec, seconds=None, off=config.off, serial=config.serial,
@@ -212,10 +236,13 @@ def bisect(
     seconds_per_config: float | None = None,
     max_rss: int | str | None = None,
     observers: Sequence[Observer] = (),
-    on_configuration: Callable[[Configuration, Watch], None] | None = None,
+    on_configuration: Callable[[Configuration, RunControl], None] | None = None,
     slope_ratio: float = DEFAULT_SLOPE_RATIO,
     max_configurations: int | None = None,
     all_off_first: bool = True,
+    min_plateau: float = MIN_PLATEAU,
+    jobs: int | None = None,
+    client: Any = None,
     **watch_options: Any,
 ) -> BisectResult:
     """Find the smallest set of stages whose being on makes ``step`` leak.
@@ -225,7 +252,10 @@ def bisect(
     its verdict is confident, at most ``seconds_per_config`` (default 30 s), or exactly
     ``iterations`` if given. ``on_configuration(config, watch)`` is called before each run
     (``config.verdict`` is filled in after it); ``observers`` are attached to every run.
-    Other keyword arguments (``warmup``, ``trace``, ``lines``) go to every watch.
+    Other keyword arguments (``warmup``, ``trace``, ``lines``, ``isolate``, ``env``,
+    ``allocator``) go to every watch. ``jobs=N``: each configuration in its own fresh worker
+    process, N at a time; ``client``: as tasks on that Dask cluster. A plateau of at least
+    ``min_plateau`` bytes (8 MiB) is bisected as well: the stages that make it rise that high.
     """
     chosen = sorted(set(watch_options) & _CHOSEN_PER_CONFIGURATION)
     if chosen:
@@ -240,6 +270,7 @@ def bisect(
         raise TypeError(f"bisect(): {exc}") from None
     return run_sync(run_bisection(
         spec, seconds_per_config=seconds_per_config, slope_ratio=slope_ratio,
-        max_configurations=max_configurations, all_off_first=all_off_first, observers=observers,
-        on_configuration=on_configuration, pause=NO_PAUSE,
+        max_configurations=max_configurations, all_off_first=all_off_first,
+        min_plateau=min_plateau, observers=observers,
+        on_configuration=on_configuration, pause=NO_PAUSE, jobs=jobs, client=client,
     ))

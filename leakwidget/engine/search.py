@@ -50,6 +50,9 @@ from .verdict import BLOCK_BYTES, Verdict
 __all__ = ["BisectResult", "Bisector", "Configuration", "short_id"]
 
 DEFAULT_SLOPE_RATIO = 0.5
+# A plateau is bisected when it rises at least this high: under it, what a pipeline's buffers
+# and the allocator's creep add in a few steps is no one stage's doing (min_plateau lowers it).
+MIN_PLATEAU = 8 * 2**20
 
 
 @dataclass
@@ -84,6 +87,7 @@ class Configuration:
             "index": self.index, "label": self.label, "off": list(self.off),
             "serial": list(self.serial), "on": sorted(self.on) if self.on is not None else None,
             "verdict": self.kind, "slope": self.slope, "reproduces": self.reproduces,
+            "rise": plateau_rise(self.verdict) if self.verdict is not None else None,
             "stopped": self.stopped, "iterations": self.iterations, "seconds": self.seconds,
             "error": self.error,
         }
@@ -95,6 +99,7 @@ class BisectResult:
     configurations: list[Configuration] = field(default_factory=list)
     outside: bool = False
     leak: bool = False  # did the baseline leak at all
+    plateau: bool = False  # the baseline was a plateau: this bisected its rise, not a leak
     summary: str = ""
     notes: list[str] = field(default_factory=list)
     stages: list[Stage] = field(default_factory=list)  # every stage the baseline recorded
@@ -112,7 +117,8 @@ class BisectResult:
         }
 
     def __str__(self) -> str:
-        rows = [("#", "configuration", "off / serial", "verdict", "slope/iter", "reproduces")]
+        rate = "rise" if self.plateau else "slope/iter"
+        rows = [("#", "configuration", "off / serial", "verdict", rate, "reproduces")]
         for c in self.configurations:
             toggles = ", ".join(map(short_id, c.off))
             if c.serial:
@@ -120,6 +126,8 @@ class BisectResult:
             if len(toggles) > 60:
                 toggles = toggles[:59] + "…"
             slope = "" if c.slope is None else format_bytes(c.slope)
+            if self.plateau and c.verdict is not None:
+                slope = format_bytes(plateau_rise(c.verdict))
             rep = "error" if c.error else {True: "yes", False: "no", None: ""}[c.reproduces]
             rows.append((str(c.index), c.label, toggles or "-", c.kind or "-", slope, rep))
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -141,7 +149,64 @@ class _Stop(Exception):
     pass
 
 
-class Bisector:
+class _HandsOutAhead:
+    """The part of the search that serves a driver running several configurations at once.
+
+    The search notes, before each test, the configurations it may need next that do not depend
+    on that test (``_hints``: the other half of the split); ``next_configurations`` hands them
+    out ahead (``_inflight``), and their answers, once reported, are used where the sequential
+    search would have run (or assumed) them, so the culprits are the same.
+    """
+
+    configurations: list[Configuration]
+    max_configurations: int | None
+    _memo: dict[frozenset[str], bool]
+    _pending: Configuration | None
+    _pending_out: bool
+    _finished: bool
+    _hints: list[frozenset[str]]
+    _inflight: dict[frozenset[str], Configuration]
+
+    def next_configurations(self, free: int) -> list[Configuration]:
+        """Up to ``free`` configurations to start now: the one the search waits for (unless
+        already handed out), then ones it may need next independently of it. Report each, in
+        any order."""
+        out: list[Configuration] = []
+        if self._finished or free <= 0:
+            return out
+        if self._pending is not None and not self._pending_out:
+            self._pending_out = True
+            out.append(self._pending)
+        for on in self._hints:
+            if len(out) >= free or self._at_limit():
+                break
+            if on in self._memo or on in self._inflight or (self._pending is not None and self._pending.on == on):
+                continue
+            config = self._config_for(on, self._label(on))
+            config.index = len(self.configurations)
+            self.configurations.append(config)
+            self._inflight[on] = config
+            out.append(config)
+        return out
+
+    def _at_limit(self) -> bool:
+        return self.max_configurations is not None and len(self.configurations) >= self.max_configurations
+
+    def _answered_ahead(self, config: Configuration, python_slope: float | None) -> None:
+        del self._inflight[config.on]
+        config.reproduces = self._reproduces(config.verdict, python_slope) and not config.error
+        if config.stopped != "interrupted" and not self._finished:  # a cut-short run is no answer
+            self._memo[config.on] = config.reproduces
+
+    def _adopt(self, config: Configuration) -> bool:
+        """The search asks for ``config``: if it was handed out ahead, wait for that run."""
+        running = self._inflight.pop(config.on, None) if config.on is not None else None
+        if running is not None:
+            self._pending, self._pending_out = running, True
+        return running is not None
+
+
+class Bisector(_HandsOutAhead):
     """The search, without any running: ask for a configuration, run it, report the verdict.
 
         b = Bisector()
@@ -160,21 +225,27 @@ class Bisector:
     """
 
     def __init__(self, *, slope_ratio: float = DEFAULT_SLOPE_RATIO,
-                 max_configurations: int | None = None, all_off_first: bool = True) -> None:
+                 max_configurations: int | None = None, all_off_first: bool = True,
+                 min_plateau: float = MIN_PLATEAU) -> None:
         if not 0 < slope_ratio <= 1:
             raise ValueError(f"slope_ratio must be in (0, 1], not {slope_ratio!r}")
         self.slope_ratio = slope_ratio
+        self.min_plateau = min_plateau
         self.max_configurations = max_configurations
         self.all_off_first = all_off_first
         self.configurations: list[Configuration] = []
         self.stages: list[Stage] = []
         self.notes: list[str] = []
         self.attribution: Attribution | None = None  # the baseline's, when explained
+        self.plateau = False  # the baseline is a plateau: its rise is what is bisected
         self._memo: dict[frozenset[str], bool] = {}
         self._searched: list[str] = []
         self._by_id: dict[str, Stage] = {}
         self._baseline: Configuration | None = None
         self._pending: Configuration | None = None
+        self._pending_out = False  # handed out by next_configurations()
+        self._hints: list[frozenset[str]] = []
+        self._inflight: dict[frozenset[str], Configuration] = {}
         self._finished = False
         self._outcome: tuple[str, list[str]] = ("running", [])
         self._gen = self._search()
@@ -199,8 +270,9 @@ class Bisector:
         lower bound, when measured; ``attribution``: the baseline's, when it was explained —
         growth that ``malloc_trim`` hands back is allocator retention, nothing to bisect, unless
         ``malloc_slope``, glibc's bytes in use per iteration, shows the memory is still held)."""
-        if config is not self._pending or self._finished:
-            raise ValueError("report() must answer the configuration next_configuration() gave")
+        ahead = config.on is not None and self._inflight.get(config.on) is config
+        if not ahead and (config is not self._pending or self._finished):
+            raise ValueError("report() must answer a configuration next_configuration(s)() gave")
         if not isinstance(verdict, Verdict):
             raise TypeError(f"verdict must be a leakwidget Verdict, not {type(verdict).__name__}")
         config.verdict = verdict
@@ -208,10 +280,16 @@ class Bisector:
         config.python_slope, config.python_low = python_slope, python_low
         config.malloc_slope = malloc_slope
         config.error = error
+        if ahead:
+            self._answered_ahead(config, python_slope)
+            return
         if config is self._baseline:
             self.stages = list(stages)
             self.attribution = attribution
-            config.reproduces = verdict.kind == "leak" and not self._retention() and not error
+            # A plateau is bisected too: which stages make memory rise that high.
+            self.plateau = verdict.kind == "plateau" and plateau_rise(verdict) >= self.min_plateau
+            config.reproduces = ((verdict.kind == "leak" or self.plateau) and not self._retention()
+                                 and not error)
         else:
             config.reproduces = self._reproduces(verdict, python_slope) and not error
             self._memo[config.on or frozenset()] = config.reproduces
@@ -230,7 +308,9 @@ class Bisector:
         culprits = [self._by_id[i] for i in culprit_ids if i in self._by_id]
         res = BisectResult(
             culprits=culprits, configurations=list(self.configurations),
-            outside=state == "outside", leak=bool(base is not None and base.reproduces),
+            outside=state == "outside",
+            leak=bool(base is not None and base.reproduces and not self.plateau),
+            plateau=bool(base is not None and base.reproduces and self.plateau),
             notes=list(self.notes), stages=list(self.stages),
         )
         res.summary = self._summary(state, culprits)
@@ -247,18 +327,23 @@ class Bisector:
         base = self._baseline
         if self.attribution is None or self.attribution.kind != "allocator" or base is None:
             return False
-        held = base.malloc_slope
-        return held is None or held < 0.5 * base.verdict.slope
+        held, v = base.malloc_slope, base.verdict
+        # a leak's slope, or a plateau's rate while it rose
+        rate = (plateau_rise(v) / max(1.0, v.fit[1][0] - v.fit[0][0])
+                if self.plateau and len(v.fit) >= 2 else v.slope)
+        return held is None or held < 0.5 * rate
 
     def python_leak(self) -> bool:
         """Is the baseline's leak one of Python objects (see the module's docstring)?"""
         base = self._baseline
-        if base is None or base.python_slope is None or not (base.python_low or 0) > 0:
+        if self.plateau or base is None or base.python_slope is None or not (base.python_low or 0) > 0:
             return False
         return base.python_slope * BLOCK_BYTES >= 0.25 * base.verdict.slope
 
     def _reproduces(self, verdict: Verdict, python_slope: float | None = None) -> bool:
         base = self._baseline
+        if self.plateau:
+            return rises_as_high(verdict, base.verdict, self.slope_ratio)
         if verdict.kind != "leak":
             return False
         if python_slope is not None and self.python_leak():
@@ -272,9 +357,11 @@ class Bisector:
             self._finished = True
             self._pending = None
             return
+        if self._adopt(config):
+            return
         config.index = len(self.configurations)
         self.configurations.append(config)
-        self._pending = config
+        self._pending, self._pending_out = config, False
 
     def _finish(self, state: str, culprits: list[str]) -> None:
         self._outcome = (state, culprits)
@@ -300,7 +387,7 @@ class Bisector:
     def _test(self, on: frozenset[str]) -> Generator[Configuration, bool, bool]:
         if on in self._memo:
             return self._memo[on]
-        if self.max_configurations is not None and len(self.configurations) >= self.max_configurations:
+        if self._at_limit() and on not in self._inflight:
             raise _Stop
         answer = yield self._config_for(on, self._label(on))
         return bool(answer)
@@ -319,6 +406,8 @@ class Bisector:
             return
         every = frozenset(self._searched)
         self._memo[every] = True
+        half = math.ceil(len(self._searched) / 2)
+        self._hints = [frozenset(self._searched[:half]), frozenset(self._searched[half:])]
         try:
             if self.all_off_first and (yield from self._test(frozenset())):
                 self._outcome = ("outside", [])
@@ -350,6 +439,7 @@ class Bisector:
             return list(cands)
         half = math.ceil(len(cands) / 2)
         first, second = cands[:half], cands[half:]
+        self._hints = [background | set(second)]  # independent of the next test: run it alongside
         if (yield from self._test(background | set(first))):
             return (yield from self._minimize(first, background, True, lazy=lazy))
         with_second = background | set(second)
@@ -382,8 +472,11 @@ class Bisector:
             return (f"Nothing was bisected: with every stage on, the step raised "
                     f"{self._baseline.error}.")
         if state == "no-leak":
-            kind = base.kind
-            return f"Nothing to bisect: with every stage on, the verdict is {kind}, not a leak."
+            return (f"Nothing to bisect: with every stage on, the verdict is {base.kind}, not a "
+                    f"leak{_small_plateau(base, self.min_plateau)}.")
+        if self.plateau and state in ("outside", "found", "no-stages"):
+            final = self._memo_config(frozenset(s.id for s in culprits)) if culprits else None
+            return plateau_summary(state, culprits, self._baseline, self.configurations, final)
         if state == "no-stages":
             return ("The leak cannot be bisected: no stage that can be switched off was recorded "
                     "(build the tf.data pipeline inside the watched code or its setup, or mark "
@@ -411,6 +504,51 @@ class Bisector:
         if on == frozenset(self._searched):
             return self._baseline
         return next((c for c in self.configurations if c.on == on), None)
+
+
+def plateau_summary(state: str, culprits: list[Stage], baseline: Configuration,
+                    configurations: list[Configuration], final: Configuration | None) -> str:
+    """The words for a bisected plateau: which stages make memory rise that high."""
+    said = "This bisected a plateau (memory that rose, then held: a buffer or cache), not a leak."
+    if state == "no-stages":
+        return "The plateau cannot be bisected: no stage that can be switched off was recorded. " + said
+    if state == "outside":
+        all_off = next((c for c in configurations if c.on == frozenset()), None)
+        rise = (f" by {format_bytes(plateau_rise(all_off.verdict))}"
+                if all_off is not None and all_off.verdict is not None else "")
+        return ("The plateau lies outside the stages (the source, the step body or the model): "
+                f"with every stage off, memory still rises{rise}. " + said)
+    if not culprits:
+        return "Bisection found no stage that holds the plateau. " + said
+    where = " and ".join(f"{s.id} ({s.kind} at {_site_words(s.site)})" for s in culprits)
+    rise = format_bytes(plateau_rise(final.verdict)) if final is not None and final.verdict else "?"
+    alone = "on by itself" if len(culprits) == 1 else "on together (neither does alone)"
+    return (f"The plateau comes from {where}: {alone} memory rises {rise}, like the whole "
+            f"pipeline's {format_bytes(plateau_rise(baseline.verdict))}; with every stage off, "
+            "it does not. " + said)
+
+
+def _small_plateau(v: Verdict, min_plateau: float) -> str:
+    if v.kind != "plateau":
+        return ""
+    return (f" (a plateau of {format_bytes(plateau_rise(v))}, under the {format_bytes(min_plateau)} "
+            "a plateau must rise to be bisected: min_plateau lowers that)")
+
+
+def rises_as_high(verdict: Verdict, baseline: Verdict, ratio: float) -> bool:
+    """Does memory rise at least ``ratio`` as high as the baseline's plateau? (A configuration
+    that leaks rises too; one still filling when it stopped is judged by its trend.)"""
+    return (verdict.kind in ("plateau", "leak", "inconclusive")
+            and plateau_rise(verdict) >= ratio * plateau_rise(baseline))
+
+
+def plateau_rise(v: Verdict) -> float:
+    """How high memory rose in a verdict's fit: a plateau's rise from its onset to its top, a
+    leak's or an undecided trend's growth since its onset; 0 for anything else."""
+    if v.kind not in ("plateau", "leak", "inconclusive") or len(v.fit) < 2:
+        return 0.0
+    levels = [y for _, y in v.fit]
+    return max(0.0, max(levels) - levels[0])
 
 
 def short_id(stage_id: str) -> str:

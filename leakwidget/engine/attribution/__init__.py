@@ -10,6 +10,9 @@ The runner attaches a :class:`Tracker` to every watch; at the end it sets
     r.attribution.top_types     # Python types (and containers) that grow, per iteration
     r.attribution.top_sites     # with trace=True: file:line allocation sites that grow
     r.attribution.lines         # with lines=True: growth per line of the step
+    r.attribution.native_sites  # with native=True: C/C++ and Python call stacks (memray)
+    r.attribution.paths         # what keeps the growing types alive (reference paths)
+    r.device                    # GPU memory's own verdict, or why it was not measured
 
 How it is decided (docs/attribution.md has the details and the ways it can be wrong):
 
@@ -37,16 +40,23 @@ before the watch is not credited to it.
 from __future__ import annotations
 
 from .allocator import trim
+from .gpu import DeviceMemory, GpuMemory
 from .lines import find_step_code
-from .result import Attribution, LineGrowth, SiteGrowth, TypeGrowth
+from .native import require_memray
+from .result import Attribution, LineGrowth, NativeSite, RefPath, SiteGrowth, TypeGrowth
 from .tracker import Tracker
 
 __all__ = [
     "Attribution",
+    "DeviceMemory",
+    "GpuMemory",
     "LineGrowth",
+    "NativeSite",
+    "RefPath",
     "SiteGrowth",
     "Tracker",
     "TypeGrowth",
     "find_step_code",
+    "require_memray",
     "trim",
 ]

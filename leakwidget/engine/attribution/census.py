@@ -20,6 +20,7 @@ import numpy as np
 
 from ..records import IterationRecord
 from ..sampler import rss
+from .paths import Target
 from .result import TOP_N, TypeGrowth
 
 MAX_CENSUSES = 8  # kept at once: the first one and the most recent ones (geometric spacing
@@ -28,6 +29,7 @@ CONTAINERS_REPORTED = 5  # containers whose length grew the most
 TYPES_SIZED = 12  # growing types whose objects are sampled for a size at the end
 SAMPLE_PER_TYPE = 16
 REFERENTS_SIZED = 64  # per sampled object; more are extrapolated
+SPECIMEN_LOOKS = 20_000  # objects of a growing type looked at for ones the run created
 SMALL_OBJECT = 512  # pymalloc serves requests up to this size; larger ones go to malloc
 
 _CONTAINER_TYPES = frozenset(
@@ -135,6 +137,14 @@ class _Census:
     ids: np.ndarray | None  # ids of every list/dict/set/deque, sorted (numpy: nothing the gc tracks)
     lengths: np.ndarray | None  # their lengths, in the same order
     cost: float
+    every: np.ndarray | None = None  # the first census only: ids of every gc object, sorted
+
+    def had(self, ids: np.ndarray) -> np.ndarray:
+        """Which of these ids existed at this census (the first census keeps them all)."""
+        if self.every is None or self.every.size == 0:
+            return np.zeros(ids.shape, dtype=bool)
+        pos = np.clip(np.searchsorted(self.every, ids), 0, self.every.size - 1)
+        return self.every[pos] == ids
 
     def length_of(self, ids: np.ndarray) -> np.ndarray:
         """Lengths of these containers at this census; -1 where one did not exist."""
@@ -144,10 +154,15 @@ class _Census:
         return np.where(self.ids[pos] == ids, self.lengths[pos], -1)
 
 
-def _take_census(done: int) -> _Census:
+def _take_census(done: int, every: bool = False) -> _Census:
+    """Counts by type and container lengths; with ``every``, the ids of every object too (the
+    first census: objects not among them were created during the run)."""
     t0 = time.perf_counter()
     objs = gc.get_objects()
+    all_ids = None
     try:
+        if every:
+            all_ids = np.sort(np.fromiter(map(id, objs), dtype=np.int64, count=len(objs)))
         counts: dict[str, int] = {}
         # Type objects are used as keys only while counting; names are kept, so the census never
         # keeps a class (or anything else) of the user's alive.
@@ -157,7 +172,8 @@ def _take_census(done: int) -> _Census:
         ids, lengths = _container_lengths(objs)
     finally:
         del objs
-    return _Census(done, sys.getallocatedblocks(), counts, ids, lengths, time.perf_counter() - t0)
+    return _Census(done, sys.getallocatedblocks(), counts, ids, lengths, time.perf_counter() - t0,
+                   all_ids)
 
 
 def _container_lengths(objs: list) -> tuple[np.ndarray, np.ndarray]:
@@ -282,6 +298,7 @@ def _grown_container(
     g = TypeGrowth(
         f"{tname} of {item_name} (len {n1:,})", (n1 - n0) / span,
         (n1 - n0) / span * per_item, per_item, steady, container=True, counted=not tracked,
+        _id=id(o), _item=item_name,
     )
     if sizes and not tracked:
         g._blocks = float(np.mean([s[1] for s in sizes])) * pair
@@ -310,6 +327,8 @@ class CensusGrowth:
     bytes_per_block: float | None  # of the objects that grow (None: no pymalloc blocks grew)
     checkpoints: int  # censuses taken, the final one included
     note: str = ""  # how many were taken, or why none was
+    first: int = 0  # iterations done at the census the growth is counted from
+    span: int = 0  # iterations between it and the final census
 
 
 _NO_CENSUS = CensusGrowth((), None, None, 0)
@@ -327,6 +346,9 @@ def _figures(grown: list[TypeGrowth]) -> tuple[float, float | None]:
     return slope, float(sum(g.per_iteration * g._block_bytes for g in counted) / nblk)
 
 
+CENSUS_ALLOWANCE = 0.010  # seconds a census may always take, whatever the run's length
+
+
 class ObjectCensus:
     """Object censuses: the baseline, the checkpoints census=True asks for, and the final one.
 
@@ -341,8 +363,20 @@ class ObjectCensus:
         self.own_rss = 0  # RSS our own censuses left behind during the run
         self.next_at = 1  # iterations done at which census=True takes the next checkpoint
         self._checkpoints: list[_Census] = []
-        self._cost_per_block = 60e-9  # seconds of census per pymalloc block, before measuring
+        self._cost_per_block = 100e-9  # seconds of census per pymalloc block, before measuring
         self._estimate = 0.0  # seconds the last census was expected to take
+
+    def skip_final(self) -> CensusGrowth:
+        """No final census: nothing grew that it could explain (the censuses taken count)."""
+        return CensusGrowth((), None, None, len(self._checkpoints))
+
+    def affordable(self, blocks: int, planned: float | None) -> bool:
+        """May the baseline census be taken in a run planned to last ``planned`` seconds? Its
+        cost follows the heap (~100 ns a pymalloc block: 0.1–0.3 s once TensorFlow is loaded); it is
+        taken when that is within ``budget`` of the planned run, or always when the run's
+        length is unknown (only ``iterations`` bound it)."""
+        self._estimate = self._cost_per_block * max(blocks, 1)
+        return planned is None or self._estimate <= max(self.budget * planned, CENSUS_ALLOWANCE)
 
     def take(self, blocks: int, done: int) -> None:
         """A census now, after ``done`` iterations, with ``blocks`` pymalloc blocks allocated."""
@@ -351,7 +385,7 @@ class ObjectCensus:
         # runner already measured tells us before we pay it (refined by each census taken).
         self._estimate = self._cost_per_block * max(blocks, 1)
         rss0 = rss()
-        c = _take_census(done)
+        c = _take_census(done, every=not self._checkpoints)
         # What the census allocated and freed may stay resident in the allocator; a trim at the
         # end would hand it back and make it look like the user's allocator retention.
         self.own_rss += max(0, rss() - rss0)
@@ -386,7 +420,8 @@ class ObjectCensus:
             f"Object census: {checkpoints} checkpoints (iterations {base.done}\u2013{done}), "
             f"final one {time.perf_counter() - t:.2f} s."
         )
-        return CensusGrowth(tuple(grown[:TOP_N]), slope, bytes_per_block, checkpoints, note)
+        return CensusGrowth(tuple(grown[:TOP_N]), slope, bytes_per_block, checkpoints, note,
+                            base.done, span)
 
     def _why_none(self, done: int) -> str:
         if not done:
@@ -399,6 +434,37 @@ class ObjectCensus:
             f"Large Python objects (NumPy arrays, bytes) are invisible to the block count, so a leak "
             f"of them would look native: run longer, or use --trace."
         )
+
+    def specimens(self, rows: list[TypeGrowth], per_row: int) -> list[Target]:
+        """Up to ``per_row`` objects of each row created during the run (not alive at the first
+        census), newest first; a container row's specimen is the container itself."""
+        if not self._checkpoints or not rows:
+            return []
+        first = self._checkpoints[0]
+        wanted = {g.name for g in rows if not g.container}
+        targets = {g.name: Target(g.name, [], f" \u2192 {g._item}" if g.container else "")
+                   for g in rows}
+        by_id = {g._id: g.name for g in rows if g.container}
+        objs = gc.get_objects()
+        try:
+            names = {t: _type_name(t) for t in set(map(type, objs))}
+            looked = dict.fromkeys(wanted, 0)
+            # gc.get_objects() ends with the oldest generation, where the latest survivors of a
+            # collection are appended: the newest long-lived objects come last.
+            for o in reversed(objs):
+                name = by_id.get(id(o)) or names[type(o)]
+                if name not in targets or len(targets[name].objects) >= per_row:
+                    continue
+                if name in looked:
+                    if looked[name] >= SPECIMEN_LOOKS:
+                        continue
+                    looked[name] += 1
+                    if first.had(np.array([id(o)], dtype=np.int64))[0]:
+                        continue
+                targets[name].objects.append(o)
+        finally:
+            del objs
+        return [t for t in targets.values() if t.objects]
 
     def clear(self) -> None:
         """Drop the checkpoints once the attribution is made."""

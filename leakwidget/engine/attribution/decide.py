@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from ..units import format_bytes
 from .growth import Growth
-from .result import Attribution, LineGrowth, SiteGrowth, TypeGrowth
+from .result import Attribution, LineGrowth, NativeSite, RefPath, SiteGrowth, TypeGrowth
 
 RETENTION_SHARE = 0.5  # malloc_trim returning at least this share of the growth -> "allocator"
 
@@ -31,11 +31,16 @@ class Evidence:
     top_sites: tuple[SiteGrowth, ...] = ()
     lines: tuple[LineGrowth, ...] = ()
     gpu: dict | None = None
+    paths: tuple[RefPath, ...] = ()  # what keeps the growing types alive
+    native_sites: tuple[NativeSite, ...] = ()  # native=True: memray's window
+    native_window: tuple[int, int] | None = None  # the iterations it traced
 
 
 def attribute(ev: Evidence) -> Attribution:
     """What grew: Python objects, native memory, memory the allocator keeps, or nothing."""
-    att = Attribution(notes=list(ev.notes), lines=list(ev.lines), gpu=ev.gpu)
+    att = Attribution(notes=list(ev.notes), lines=list(ev.lines), gpu=ev.gpu,
+                      native_sites=list(ev.native_sites), native_window=ev.native_window,
+                      paths=list(ev.paths))
     g = ev.growth
     if g is None:
         att.summary = "Nothing to attribute: no iteration finished."
@@ -51,7 +56,8 @@ def attribute(ev: Evidence) -> Attribution:
         att.bytes_per_block = ev.bytes_per_block
     att.top_sites = list(ev.top_sites)
     _split(att, ev)
-    if g.verdict == "leak":
+    att.growth_of = {"leak": "leak", "plateau": "plateau"}.get(g.verdict, "growth")
+    if g.verdict in ("leak", "plateau"):  # a plateau's slopes are per iteration of its rise
         python_growth = att.python_slope * g.span
     else:
         python_growth = max(att.python_slope, 0.0) * g.run
@@ -127,27 +133,69 @@ def _classify(att: Attribution, g: Growth, python_growth: float, reclaimed: int)
 def summary(att: Attribution, reclaimed: int) -> str:
     """The one sentence for a run that grew (``att.kind`` decided)."""
     per = "/iteration"
+    if att.growth_of == "plateau":
+        return _plateau_summary(att, reclaimed)
     if att.kind == "allocator":
+        # What was handed back can exceed the growth measured (memory freed before the run, or
+        # during the final clean-up): say so rather than give a share over 100%.
+        back = (f"{format_bytes(reclaimed)} of the {format_bytes(att.growth_bytes)} growth"
+                if reclaimed <= att.growth_bytes else
+                f"{format_bytes(reclaimed)}, more than the {format_bytes(att.growth_bytes)} the run grew")
         return (
-            f"Allocator retention, not your code: malloc_trim(0) handed back "
-            f"{format_bytes(reclaimed)} of the {format_bytes(att.growth_bytes)} growth, memory that "
-            f"had been freed but kept by glibc's arenas. MALLOC_ARENA_MAX=2 (set before Python "
-            f"starts), or jemalloc/tcmalloc through LD_PRELOAD, keeps it down."
+            f"Allocator retention, not your code: malloc_trim(0) handed back {back}: memory the "
+            f"program had freed, kept by glibc's arenas instead of returned. MALLOC_ARENA_MAX=2 (set before "
+            f"Python starts), or jemalloc/tcmalloc through LD_PRELOAD, keeps it down."
         )
     top = next((t for t in att.top_types if t.bytes_per_iteration > 0), None)
     if att.kind == "python":
         what = ""
         if top is not None:
-            what = f"; most of all {top.name} ({top.per_iteration:+.2g} per iteration, " \
+            count = (f"{top.per_iteration:+,.0f}" if abs(top.per_iteration) >= 10
+                     else f"{top.per_iteration:+.2g}")  # 4,096, not 4.1e+03
+            what = f"; most of all {top.name} ({count} per iteration, " \
                    f"~{format_bytes(top.bytes_per_iteration)}{per})"
         site = f"; allocated at {att.top_sites[0].site}" if att.top_sites else ""
         return (
             f"Python objects kept alive: about {format_bytes(att.python_slope)}{per} of the "
-            f"{format_bytes(att.rss_slope)}{per} growth is held by Python objects{what}{site}."
+            f"{format_bytes(att.rss_slope)}{per} growth is held by Python objects{what}{site}"
+            f"{_kept_by(att)}."
         )
     return (
         f"Native memory: RSS grows {format_bytes(att.rss_slope)}{per} but Python objects explain only "
         f"{format_bytes(max(att.python_slope, 0))}{per}; the rest is held outside Python's heap "
         f"(a C/C++ extension, TensorFlow's allocator) and malloc_trim returned only "
-        f"{format_bytes(reclaimed)}."
+        f"{format_bytes(reclaimed)}{_native_where(att)}."
     )
+
+
+def _kept_by(att: Attribution) -> str:
+    return f"; kept alive by {att.paths[0].root}" if att.paths else ""
+
+
+def _native_where(att: Attribution) -> str:
+    """The biggest native call stack, or how to get the stacks."""
+    if att.native_sites:
+        top = att.native_sites[0]
+        return (f". The biggest native stack allocated and did not free "
+                f"{format_bytes(top.bytes_per_iteration)}/iteration at {top.where}")
+    if att.native_window is None:
+        return ". watch(..., native=True) or %%leakwatch --native shows its call stacks"
+    return ""
+
+
+def _plateau_summary(att: Attribution, reclaimed: int) -> str:
+    """What a plateau's rise holds: Python objects, native memory, or allocator retention."""
+    rise = max(att.growth_bytes, 0.0)
+    head = f"The plateau holds {format_bytes(rise)} (a buffer or cache that filled, not a leak)"
+    if att.kind == "allocator":
+        return (f"{head}, and malloc_trim(0) handed back {format_bytes(reclaimed)} of it: memory "
+                "freed but kept by glibc's arenas (allocator retention). MALLOC_ARENA_MAX=2 (set "
+                "before Python starts), or jemalloc/tcmalloc through LD_PRELOAD, keeps it down.")
+    share = att.python_slope / att.rss_slope if att.rss_slope > 0 else 0.0
+    held = share * rise
+    if att.kind == "python":
+        top = next((t for t in att.top_types if t.bytes_per_iteration > 0), None)
+        what = f"; most of all {top.name}" if top is not None else ""
+        return f"{head}: Python objects hold about {format_bytes(held)} of it{what}{_kept_by(att)}."
+    return (f"{head}: Python objects hold only {format_bytes(held)} of it; the rest is native "
+            f"memory (a tf.data buffer, TensorFlow's allocator, a C extension's cache){_native_where(att)}.")

@@ -20,9 +20,9 @@ class Growth:
     verdict: str  # the verdict's kind
     rss_slope: float  # bytes / iteration: the verdict's for a leak, else fit after the warm-up
     blocks_slope: float  # pymalloc blocks / iteration after the warm-up
-    bytes: float  # the growth being attributed (trend over the leak, else total)
-    start: float  # iteration it is measured from: the warm-up's end, or a leak's onset
-    span: float  # iterations from ``start`` to the last one (at least 1)
+    bytes: float  # the growth being attributed (trend over the leak, a plateau's rise, else total)
+    start: float  # iteration it is measured from: the warm-up's end, a leak's or plateau's onset
+    span: float  # iterations from ``start`` to the last one (a plateau: to its top; at least 1)
     run: float  # iterations from the first to the last one (at least 1)
 
     @property
@@ -40,6 +40,8 @@ def measure_growth(v: Verdict, log: RecordLog) -> Growth | None:
     if idx.size == 0:
         return None
     first = idx[0]
+    if v.kind == "plateau" and len(v.fit) >= 2:
+        return _plateau_rise(v, idx, blocks)
     post = idx >= first + v.warmup
     if post.sum() < 2:
         post = np.ones_like(idx, dtype=bool)
@@ -55,6 +57,31 @@ def measure_growth(v: Verdict, log: RecordLog) -> Growth | None:
         # After the warm-up: one-off allocations of the first iterations are not "growth".
         growth = float(rss[-1] - rss[post][0])
     return Growth(
-        v.kind, rss_slope, robust_slope(x, blocks[post]), growth, start, span,
+        v.kind, rss_slope, _blocks_slope(x, blocks[post]), growth, start, span,
         max(1.0, idx[-1] - first),
     )
+
+
+def _blocks_slope(x: np.ndarray, blocks: np.ndarray) -> float:
+    """The block count's slope over the iterations where it was read (-1: a checkpoint-only
+    signal, not read in between)."""
+    read = blocks >= 0
+    return robust_slope(x[read], blocks[read])
+
+
+def _plateau_rise(v: Verdict, idx: np.ndarray, blocks: np.ndarray) -> Growth:
+    """A plateau's rise, from its onset to its top (the verdict's fit), is what is attributed:
+    what the buffer or cache holds. Its "slopes" are per iteration of the rise, so that the
+    shares of it add up as a leak's do; the blocks are what the count rose by since the onset."""
+    (start, level0), (top_at, top) = v.fit[0], v.fit[1]
+    span = max(1.0, float(top_at) - float(start))
+    rise = float(top) - float(level0)
+    read = blocks >= 0  # read at checkpoints only
+    x, b = idx[read], blocks[read]
+    held = 0.0
+    if x.size >= 2:
+        k = max(1, min(5, x.size // 8))
+        before = b[x <= start][-k:] if (x <= start).any() else b[:k]
+        held = float(np.median(b[-k:]) - np.median(before))
+    return Growth(v.kind, rise / span, held / span, rise, float(start), span,
+                  max(1.0, idx[-1] - idx[0]))

@@ -25,6 +25,8 @@ class TypeGrowth:
     counted: bool = True  # part of the census estimate (False: its items are counted by type)
     _blocks: float = field(default=0.0, repr=False)  # pymalloc blocks per object (estimate)
     _block_bytes: float = field(default=0.0, repr=False)
+    _id: int = field(default=0, repr=False)  # a container row's id(), to find it again
+    _item: str = field(default="", repr=False)  # a container row's item type
 
     def to_dict(self) -> dict:
         return {
@@ -85,6 +87,39 @@ class LineGrowth:
 
 
 @dataclass
+class NativeSite:
+    """A call stack whose allocations, made in the traced window, were still alive at its end."""
+
+    where: str  # the innermost frame that is not allocator plumbing, and the nearest Python frame
+    frames: tuple[str, ...]  # innermost first, C/C++ and Python frames
+    bytes_per_iteration: float
+    allocations_per_iteration: float
+    total_bytes: int  # over the window
+
+    def to_dict(self) -> dict:
+        return {
+            "where": self.where,
+            "frames": list(self.frames),
+            "bytes_per_iteration": self.bytes_per_iteration,
+            "allocations_per_iteration": self.allocations_per_iteration,
+            "total_bytes": self.total_bytes,
+        }
+
+
+@dataclass
+class RefPath:
+    """What keeps objects of a growing type alive: a reference path from a root."""
+
+    target: str  # the growing row (TypeGrowth.name) whose objects the path reaches
+    root: str  # "__main__.decoded", "closure cell 'cache' of mod.f", "mod.Holder.items", …
+    text: str  # "__main__.decoded (list) → numpy.ndarray"
+    length: int  # objects on the path
+
+    def to_dict(self) -> dict:
+        return {"target": self.target, "root": self.root, "text": self.text, "length": self.length}
+
+
+@dataclass
 class Attribution:
     kind: AttributionKind = "none"
     python_slope: float = 0.0  # bytes / iteration held by Python objects
@@ -101,6 +136,10 @@ class Attribution:
     top_sites: list[SiteGrowth] = field(default_factory=list)
     lines: list[LineGrowth] = field(default_factory=list)
     gpu: dict | None = None
+    native_sites: list[NativeSite] = field(default_factory=list)  # native=True: biggest first
+    native_window: tuple[int, int] | None = None  # iterations memray traced (first, last)
+    paths: list[RefPath] = field(default_factory=list)  # what keeps the growing types alive
+    growth_of: str = ""  # what was attributed: "leak", "plateau" (its rise), "growth", or ""
     censuses: int = 0
     overhead_seconds: float = 0.0  # time the tracker spent inside the run (census, snapshots)
     finish_seconds: float = 0.0  # time spent at the end (final census, trim, snapshot diff)
@@ -130,6 +169,10 @@ class Attribution:
             "top_sites": [s.to_dict() for s in self.top_sites],
             "lines": [ln.to_dict() for ln in self.lines],
             "gpu": self.gpu,
+            "native_sites": [n.to_dict() for n in self.native_sites],
+            "native_window": list(self.native_window) if self.native_window else None,
+            "paths": [p.to_dict() for p in self.paths],
+            "growth_of": self.growth_of,
             "censuses": self.censuses,
             "overhead_seconds": self.overhead_seconds,
             "finish_seconds": self.finish_seconds,
@@ -148,14 +191,19 @@ class Attribution:
                 [[t.name, f"{t.per_iteration:+.2f}", format_bytes(t.bytes_per_iteration, signed=True),
                   {True: "yes", False: "no", None: "?"}[t.steady]] for t in self.top_types],
             ))
+        if self.paths:
+            out.append("What keeps them alive (reference paths from a root):")
+            out.extend(f"  {p.text}" for p in self.paths)
+        out.extend(self._native_table())
         out.extend(self._evidence_tables())
         out.extend(f"Note: {n}" for n in self.notes)
         return "\n".join(out)
 
     def _split(self) -> list[str]:
         """The RSS slope split into Python and native, and what malloc_trim handed back."""
+        per = "per iteration of the rise" if self.growth_of == "plateau" else "per iteration"
         out = [_table(
-            ["", "per iteration"],
+            ["", per],
             [
                 ["RSS", format_bytes(self.rss_slope, signed=True)],
                 [f"Python objects ({self.python_source or 'none'})",
@@ -166,6 +214,23 @@ class Attribution:
         if self.reclaimed_bytes is not None:
             out.append(f"malloc_trim(0) handed back {format_bytes(self.reclaimed_bytes)} "
                        f"of {format_bytes(max(self.growth_bytes, 0))} growth.")
+        return out
+
+    def _native_table(self) -> list[str]:
+        """native=True: the call stacks of memory allocated in the window and not freed."""
+        if not self.native_sites or self.native_window is None:
+            return []
+        first, last = self.native_window
+        out = [f"Native call stacks of memory allocated and not freed in iterations "
+               f"{first}\u2013{last} (memray):"]
+        out.append(_table(
+            ["bytes/iter", "allocs/iter", "where"],
+            [[format_bytes(n.bytes_per_iteration), f"{n.allocations_per_iteration:.2g}",
+              n.where[:110]] for n in self.native_sites],
+        ))
+        top = self.native_sites[0]
+        out.append("  Biggest stack, innermost first:")
+        out.extend(f"    {f[:110]}" for f in top.frames[:12])
         return out
 
     def _evidence_tables(self) -> list[str]:

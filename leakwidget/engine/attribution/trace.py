@@ -7,6 +7,8 @@ import os
 import time
 import tracemalloc
 
+import numpy as np
+
 from ..records import IterationRecord
 from .result import TOP_N, SiteGrowth
 from .series import Series, robust_slope
@@ -56,6 +58,18 @@ class Tracing:
         if keep.sum() < 2:
             return None
         return robust_slope(tr[keep, 0], tr[keep, 1])
+
+    def rise_since(self, start: float) -> float | None:
+        """Traced bytes now minus at iteration ``start`` (medians of a few readings at each end);
+        None with too few readings."""
+        if self._series.n < 2:
+            return None
+        tr = self._series.array()
+        after = tr[tr[:, 0] >= start, 1]
+        if after.size < 2:
+            return None
+        k = max(1, min(5, after.size // 4))
+        return float(np.median(after[-k:]) - np.median(after[:k]))
 
     def sites(self, done: int) -> list[SiteGrowth]:
         """The allocation sites whose live memory grew since the baseline snapshot, largest first."""

@@ -9,20 +9,26 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..budget import planned_seconds
 from ..records import IterationRecord, RecordLog
 from ..spec import WatchSpec
 from ..verdict import Verdict
 from .allocator import Retention
-from .census import ObjectCensus
+from .census import CensusGrowth, ObjectCensus
 from .decide import Evidence, attribute
-from .gpu import GpuMemory
-from .growth import measure_growth
+from .gpu import DeviceMemory, GpuMemory
+from .growth import Growth, measure_growth
 from .lines import LineReport, require_memory_profiler
-from .result import Attribution
+from .native import NativeStacks
+from .paths import find_paths
+from .result import Attribution, RefPath
 from .trace import Tracing
 
 CENSUS_BUDGET = 0.005  # share of the run's wall time the object census may take (default mode)
 TRACE_BUDGET = 0.10  # with --trace the user asked for slow; snapshots may take more
+PATH_ROWS = 3  # growing types (and containers) whose reference paths are searched
+PATH_SPECIMENS = 8  # objects of each whose paths are searched
+PATH_SHARE = 0.10  # … among those holding at least this share of the growth
 
 IterationHook = Callable[[IterationRecord, int], None]  # (record, iterations done)
 
@@ -35,6 +41,10 @@ class Tracker:
     ``budget``: share of the run's wall time the object census may take between iterations.
     ``census``: None (default) takes object censuses as the budget allows; True takes one after
     iterations 1, 2, 4, 8, … whatever it costs; False never.
+    ``native``: trace a window of iterations after the warm-up with memray and report the call
+    stacks of memory allocated there and not freed (``attribution.native_sites``).
+    ``paths``: search what keeps the growing Python types alive (``attribution.paths``).
+    ``gpu``: the GPU memory collector (default: TensorFlow's first GPU, when it sees one).
     """
 
     def __init__(
@@ -44,6 +54,9 @@ class Tracker:
         *,
         budget: float | None = None,
         census: bool | None = None,
+        native: bool = False,
+        paths: bool = True,
+        gpu: GpuMemory | None = None,
     ) -> None:
         if budget is not None and not (0 <= budget < 1):
             raise ValueError(f"budget must be a share of the run time in [0, 1), not {budget!r}")
@@ -52,7 +65,11 @@ class Tracker:
         self.census = census
         self.trace = bool(trace)
         self.lines = bool(lines)
+        self.native = bool(native)
+        self.paths = bool(paths)
+        self._gpu_given = gpu
         self.budget = budget if budget is not None else (TRACE_BUDGET if trace else CENSUS_BUDGET)
+        self._planned: float | None = None
         self._reset()
 
     def _reset(self) -> None:
@@ -61,15 +78,22 @@ class Tracker:
         self._census = ObjectCensus(self.census, self.budget)
         self._tracing = Tracing()
         self._lines = LineReport()
-        self._gpu = GpuMemory()
+        self._gpu = self._gpu_given if self._gpu_given is not None else GpuMemory()
+        self._gpu.clear()
+        self._native = NativeStacks()
+        self._warmup: int | None = None
         # What each iteration calls, chosen at the start: in the default mode nothing at all.
         self._hooks: tuple[IterationHook, ...] = ()
 
     def start(self, spec: WatchSpec) -> None:
         """Before the setup."""
         self._reset()
+        self._planned = planned_seconds(spec)
         if self.lines:
             require_memory_profiler()
+        self._warmup = spec.warmup
+        if self.native:
+            self._native.start(spec)  # fails here, before anything runs, without memray
         self._retention.start()
         hooks: list[IterationHook] = []
         if self._tracing.start(self.trace, spec.warmup or 0):
@@ -80,6 +104,8 @@ class Tracker:
             hooks.append(self._tracing.snapshot_after_warmup)
         if self.census is True:
             hooks.append(self._census.on_iteration)
+        if self.native:
+            hooks.append(self._native.on_iteration)
         self._hooks = tuple(hooks)
 
     def wrap(self, fn: Callable, code: types.CodeType | None) -> Callable:
@@ -89,7 +115,8 @@ class Tracker:
         # census in the middle of a run would put a step into the very RSS series the verdict
         # reads (measured in a kernel: a flat step looked like a 6 KiB/iteration leak), so the
         # others are taken only at the end, after the verdict, unless census=True asks for them.
-        if self.census is not False:
+        if self.census is True or (self.census is None and self._census.affordable(
+                sys.getallocatedblocks(), self._planned)):
             self._census.take(sys.getallocatedblocks(), self._done)
         if not self.lines:
             return fn
@@ -107,14 +134,23 @@ class Tracker:
             att = attribute(self._evidence(verdict, log))
         finally:
             self._tracing.stop()
-        att.overhead_seconds = self._census.spent + self._tracing.spent
+        att.overhead_seconds = self._census.spent + self._tracing.spent + self._native.spent
         att.finish_seconds = time.perf_counter() - t0
         self._census.clear()
         return att
 
+    def correct(self, record: IterationRecord) -> None:
+        """native=True, before the record is logged: take out of its RSS what memray's tracker
+        made resident (the watch calls this only when ``native`` is on)."""
+        self._native.correct(record)
+
     def gpu_series(self) -> np.ndarray:
         """(iteration, current bytes, peak bytes) rows for charting beside RSS."""
         return self._gpu.array().copy()
+
+    def device(self) -> DeviceMemory:
+        """GPU memory as a second series with its own verdict, or why it was not measured."""
+        return self._gpu.device_memory(self._warmup)
 
     def _evidence(self, verdict: Verdict, log: RecordLog) -> Evidence:
         """Ask each collector what it saw; the order matters (see the comments)."""
@@ -122,19 +158,59 @@ class Tracker:
         lines = tuple(self._lines.result())
         gpu = self._gpu.result()
         growth = measure_growth(verdict, log)
+        # memray's window closes (if the run ended inside it) and its file is read after the
+        # trim and the final census: reading it allocates symbol tables the trim would return.
         if growth is None:
+            self._native.finish(None)
+            notes.extend(self._native.notes)
             return Evidence(None, tuple(notes), lines=lines, gpu=gpu)
         # Trim before the final census: the census allocates and frees memory of its own, which
         # the allocator may keep and a later trim would return.
         reclaimed = self._retention.reclaim(growth.grew)
-        census = self._census.finish(self._done, verdict.warmup)
+        # The final census (0.1–0.3 s with TensorFlow's heap) only explains growth: a run that
+        # did not grow has nothing for it to explain.
+        census = self._census.finish(self._done, verdict.warmup) if growth.grew else self._census.skip_final()
         if census.note:
             notes.append(census.note)
-        traced_slope = self._tracing.slope_since(growth.start)
+        traced_slope = self._traced_slope(growth)
+        census_slope = census.slope
+        if growth.verdict == "plateau" and census_slope is not None:
+            # What the census counted since its baseline is what the rise holds now.
+            census_slope = census_slope * census.span / growth.span
         sites = self._tracing.sites(self._done) if self.trace else []
+        paths = self._paths(growth, census, notes)
+        window = self._native.finish(int(log.last("index")))
+        notes.extend(self._native.notes)
         return Evidence(
             growth, tuple(notes), reclaimed, self._census.own_rss, traced_slope,
-            census_slope=census.slope, bytes_per_block=census.bytes_per_block,
+            census_slope=census_slope, bytes_per_block=census.bytes_per_block,
             censuses=census.checkpoints, top_types=census.top_types,
-            top_sites=tuple(sites), lines=lines, gpu=gpu,
+            top_sites=tuple(sites), lines=lines, gpu=gpu, paths=paths,
+            native_sites=window.sites if window is not None else (),
+            native_window=(window.first, window.last) if window is not None else None,
         )
+
+    def _traced_slope(self, growth: Growth) -> float | None:
+        """tracemalloc's bytes per iteration of the growth: its trend since a leak's onset, or
+        for a plateau what the traced memory rose by since the plateau's onset, per iteration
+        of the rise."""
+        if growth.verdict != "plateau":
+            return self._tracing.slope_since(growth.start)
+        rose = self._tracing.rise_since(growth.start)
+        return None if rose is None else rose / growth.span
+
+    def _paths(self, growth: Growth, census: CensusGrowth, notes: list[str]) -> tuple[RefPath, ...]:
+        """Reference paths to the new objects of the growing rows that hold a material share
+        of the growth (bounded: see paths.py)."""
+        floor = PATH_SHARE * growth.bytes / max(census.span, 1)
+        rows = [g for g in census.top_types if g.bytes_per_iteration >= max(floor, 1.0)][:PATH_ROWS]
+        if not (self.paths and growth.grew and rows):
+            return ()
+        targets = self._census.specimens(rows, PATH_SPECIMENS)
+        try:
+            found, note = find_paths(targets)
+        finally:
+            del targets
+        if note:
+            notes.append(note)
+        return tuple(found)

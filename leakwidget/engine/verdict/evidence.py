@@ -65,7 +65,7 @@ class Evidence:
     starts: list[float]  # candidate starts of growth, in order
     min_growth: float  # what a leak must add during the run
     leak: LeakChoice
-    blocks: np.ndarray | None  # Python's allocator blocks after the warm-up, when read throughout
+    blocks: np.ndarray | None  # Python's allocator blocks after the warm-up (NaN where not read)
     sec_per_iter: float | None  # mean duration of an iteration, when known
     room: float | None  # bytes still available, when known
     negligible: float  # growth per iteration too small to matter within STABLE_HORIZON_S
@@ -88,9 +88,7 @@ def gather_evidence(window: Window, *, durations: np.ndarray | None, headroom: f
     down = hinge_fit(fx, fy, "down")
     starts = _starts(x, fx, fy, down)
     min_growth = _min_growth(y, post, peaks)
-    blocks_post = _after_warmup(blocks, post)
-    if blocks_post is not None:
-        blocks_post = blocks_post.astype(float)
+    blocks_post = _read_blocks(_after_warmup(blocks, post))
     tests = [leak_test(x, y, s, min_growth) for s in starts]
     return Evidence(
         window=window, fx=fx, overall=overall, level=float(np.median(by)), sigma=sigma,
@@ -101,6 +99,19 @@ def gather_evidence(window: Window, *, durations: np.ndarray | None, headroom: f
         sec_per_iter=sec_per_iter, room=room,
         negligible=(room / iters_per_horizon) if room else 1024.0,
     )
+
+
+def _read_blocks(blocks: np.ndarray | None) -> np.ndarray | None:
+    """The block count as floats, NaN where it was not read (-1: read at checkpoints only);
+    None when it was read at fewer than MIN_POINTS of them."""
+    if blocks is None:
+        return None
+    b = blocks.astype(float)
+    unread = b < 0
+    if (~unread).sum() < MIN_POINTS:
+        return None
+    b[unread] = np.nan
+    return b
 
 
 def _after_warmup(values: ArrayLike | None, post: np.ndarray) -> np.ndarray | None:

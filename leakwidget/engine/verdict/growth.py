@@ -18,6 +18,8 @@ class LeakTest:
     sustained: bool  # both halves grew, and no single step carries the growth
     is_leak: bool
     material: bool  # it added at least the minimum growth
+    spread: bool = False  # no single step carries 40% of the growth
+    h2_start: float = 0.0  # where the second half starts
 
 
 def leak_test(x: np.ndarray, y: np.ndarray, onset: float, min_growth: float) -> LeakTest:
@@ -43,7 +45,8 @@ def leak_test(x: np.ndarray, y: np.ndarray, onset: float, min_growth: float) -> 
     material = tr.slope * (float(x[-1]) - start) >= min_growth
     is_leak = (keep.sum() >= MIN_POINTS and tr.low_decide > 0 and h2.low > 0 and sustained
                and material)
-    return LeakTest(start, tr, h2, sustained, is_leak, material)
+    return LeakTest(start, tr, h2, sustained, is_leak, material, spread,
+                    float(gx[half]) if gx.size else onset)
 
 
 def in_use_grows(x: np.ndarray, rss: np.ndarray, in_use: np.ndarray | None, blocks: np.ndarray | None,
@@ -57,9 +60,11 @@ def in_use_grows(x: np.ndarray, rss: np.ndarray, in_use: np.ndarray | None, bloc
     """
     keep = x >= onset
     if blocks is not None:
-        bt = trend(x[keep], np.asarray(blocks, dtype=float)[keep])
-        if bt.low > 0 and bt.slope * BLOCK_BYTES >= LIVE_SHARE * rss_slope:
-            return True
+        read = keep & ~np.isnan(blocks)  # the block count is read at checkpoints
+        if read.sum() >= 2:
+            bt = trend(x[read], blocks[read])
+            if bt.low > 0 and bt.slope * BLOCK_BYTES >= LIVE_SHARE * rss_slope:
+                return True
     if in_use is None:
         return None
     u = np.asarray(in_use, dtype=float)[keep]
@@ -78,6 +83,7 @@ class LeakChoice:
 
     test: LeakTest  # the reported start: a leak's, or the first candidate's when none is one
     is_leak: bool
+    earliest: LeakTest | None  # the first start that passed (faster, when the test is later)
     # (growth, rises) of the first significant growth nothing in use followed, in too few rises
     unexplained: tuple[float, float] | None
 
@@ -122,4 +128,4 @@ def choose_leak(x: np.ndarray, y: np.ndarray, tests: list[LeakTest], in_use: np.
     chosen = passing[0] if passing else tests[0]
     for t in passing[1:]:
         chosen = _current_rate(chosen, t)
-    return LeakChoice(chosen, bool(passing), unexplained)
+    return LeakChoice(chosen, bool(passing), passing[0] if passing else None, unexplained)

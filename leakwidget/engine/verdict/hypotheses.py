@@ -16,11 +16,13 @@ from .model import (
     Finding,
     Flat,
     Growth,
+    Levelling,
     NoData,
     NoFit,
     Noisy,
     NotYetSignificant,
     PythonBlocks,
+    Slowing,
     StepThenFlat,
     TooFew,
     TooLittle,
@@ -29,6 +31,8 @@ from .model import (
     Verdict,
 )
 from .stats import Trend, batches, robust_sigma, trend
+
+STILL_SHARE = 0.02  # a plateau's tail growing at this share of its fill rate is not flat
 
 
 def _trend_line(tr: Trend, x0: float, x1: float) -> list[tuple[float, float]]:
@@ -57,9 +61,12 @@ def _blocks_may_grow(x: np.ndarray, blocks: np.ndarray, floor: float) -> bool:
 def hidden_python_leak(ev: Evidence) -> Finding | None:
     """Python objects that keep accumulating (the allocator's block count) while RSS does not
     grow yet, because the process is reusing memory it freed earlier."""
-    x, blocks = ev.window.x, ev.blocks
+    if ev.leak.is_leak or ev.blocks is None:
+        return None
+    read = ~np.isnan(ev.blocks)  # the block count is read at checkpoints
+    x, blocks = ev.window.x[read], ev.blocks[read]
     floor = max(ev.negligible, 1024.0)
-    if ev.leak.is_leak or blocks is None or not _blocks_may_grow(x, blocks, floor):
+    if not _blocks_may_grow(x, blocks, floor):
         return None
     tests = (leak_test(x, blocks, s, MIN_LEAK_GROWTH / BLOCK_BYTES) for s in ev.starts)
     found = next((t for t in tests if t.is_leak), None)
@@ -76,13 +83,26 @@ def hidden_python_leak(ev: Evidence) -> Finding | None:
         iterations=ev.window.iterations,
         confident=found.trend.low_decide > 0 and found.h2.low99 > 0,
         # The chart is of RSS, so the line drawn is RSS's own trend.
-        fit=_trend_line(rss_growth.trend, rss_growth.onset, float(x[-1])),
+        fit=_trend_line(rss_growth.trend, rss_growth.onset, float(ev.window.x[-1])),
     )
     return Finding(verdict, PythonBlocks(found.trend))
 
 
+def _exhaust(ev: Evidence, slope: float) -> tuple[float | None, float | None]:
+    """(iterations, seconds) until the available memory runs out at ``slope`` per iteration."""
+    if ev.room is None or not slope > 0:
+        return None, None
+    iterations = ev.room / slope
+    return iterations, (iterations * ev.sec_per_iter if ev.sec_per_iter else None)
+
+
 def rss_leak(ev: Evidence) -> Finding | None:
-    """RSS growing steadily, significantly and materially since the onset."""
+    """RSS growing steadily, significantly and materially since the onset.
+
+    Growth that has slowed down is reported at its current rate and said to be slowing: a later
+    start that grows clearly slower than the first one that passed (caches warming up on top
+    of a slower leak), or a second half clearly slower than the whole (then that half's rate).
+    """
     if not ev.leak.is_leak:
         return None
     chosen, x = ev.leak.test, ev.window.x
@@ -92,23 +112,30 @@ def rss_leak(ev: Evidence) -> Finding | None:
     decelerating = h2.high < 0.75 * tr.slope
     level0 = tr.intercept + tr.slope * onset
     fit = [(float(ev.fx[0]), level0)] if onset > ev.fx[0] else []
+    now, since, story = tr, onset, Growth()
+    earliest = ev.leak.earliest
+    if decelerating and h2.slope > 0:
+        now, since = h2, chosen.h2_start
+        story = Slowing(tr, onset, since)
+        fit += _trend_line(tr, onset, since)
+    elif earliest is not None and earliest is not chosen and tr.slope < 0.75 * earliest.trend.slope:
+        story = Slowing(earliest.trend, earliest.onset, onset)
     verdict = Verdict(
         "leak",
-        slope=tr.slope,
-        slope_low=tr.low,
-        slope_high=tr.high,
+        slope=now.slope,
+        slope_low=now.low,
+        slope_high=now.high,
         onset=int(round(onset)),
         warmup=ev.window.warmup,
         iterations=ev.window.iterations,
         confident=(tr.low_decide > 0 and h2.low99 > 0 and (x[-1] - onset) >= 12
                    and not decelerating),
-        fit=fit + _trend_line(tr, onset, float(x[-1])),
+        fit=fit + _trend_line(now, since, float(x[-1])),
     )
-    if ev.room is not None and tr.slope > 0:
-        verdict.exhaust_iterations = ev.room / tr.slope
-        if ev.sec_per_iter:
-            verdict.exhaust_seconds = verdict.exhaust_iterations * ev.sec_per_iter
-    return Finding(verdict, Growth())
+    if isinstance(story, Slowing):
+        verdict.slowing, verdict.earlier_slope = True, story.earlier.slope
+    verdict.exhaust_iterations, verdict.exhaust_seconds = _exhaust(ev, now.slope)
+    return Finding(verdict, story)
 
 
 # --- plateau: rising, then flat -------------------------------------------------------------
@@ -165,6 +192,11 @@ def plateau(ev: Evidence, fill: Fill | None) -> Finding | None:
     if fill is None or fill.filled < MIN_LEAK_GROWTH:
         return None
     tt = fill.tail
+    # Flat by the plateau rule, yet still growing (95%) at a rate that is no mere creep (at
+    # least STILL_SHARE of the fill's): a buffer that filled with a slower leak behind it, until
+    # it adds enough to tell (model.predict in a loop does this). Never confident, so an
+    # open-ended watch keeps going; the words say it is still growing.
+    still = tt.low > 0 and tt.slope >= STILL_SHARE * fill.fill_rate
     verdict = Verdict(
         "plateau",
         slope=tt.slope,
@@ -173,10 +205,11 @@ def plateau(ev: Evidence, fill: Fill | None) -> Finding | None:
         onset=int(round(fill.start)),
         warmup=ev.window.warmup,
         iterations=ev.window.iterations,
-        confident=fill.tail_len >= 20 and tt.high < 0.15 * fill.fill_rate,
+        confident=fill.tail_len >= 20 and tt.high < 0.15 * fill.fill_rate and not still,
         fit=[(fill.start, fill.start_level), (fill.knee, fill.top), (float(ev.window.x[-1]), fill.top)],
     )
-    return Finding(verdict, Filled(fill.filled, fill.start, fill.knee))
+    return Finding(verdict, Filled(fill.filled, fill.start, fill.knee, still,
+                                   _exhaust(ev, tt.slope) if still else (None, None)))
 
 
 # --- stable -----------------------------------------------------------------------------------
@@ -245,6 +278,10 @@ def _doubt(ev: Evidence) -> Doubt:
     if tr.low_decide > 0 and chosen.sustained and not chosen.material:
         return TooLittle(tr.slope * (ev.window.x[-1] - chosen.onset), ev.min_growth)
     if tr.low_decide > 0 and not chosen.sustained:
+        h2 = chosen.h2
+        if chosen.spread and h2.low > 0 and h2.slope < 0.5 * tr.slope:
+            # Not a jump: steady growth whose rate keeps falling, still significant now.
+            return Levelling(h2, chosen.h2_start, tr, _exhaust(ev, h2.slope))
         return Unsteady()
     if tr.low > 0:
         return NotYetSignificant()

@@ -24,6 +24,10 @@ class Verdict:
     exhaust_iterations: float | None = None
     exhaust_seconds: float | None = None
     confident: bool = False
+    # Growth that slows down but does not stop: slope is the current rate, earlier_slope the
+    # faster one it slowed from (None when not slowing).
+    slowing: bool = False
+    earlier_slope: float | None = None
     fit: list[tuple[float, float]] = field(default_factory=list)
     summary: str = ""
     iterations: int = 0
@@ -61,12 +65,25 @@ class Growth:
 
 
 @dataclass(frozen=True)
+class Slowing:
+    """A leak whose rate has fallen since ``earlier_onset`` (caches warming up on top of a
+    slower leak): the Verdict's slope is the current rate, since iteration ``since``."""
+
+    earlier: Trend  # the rate since ``earlier_onset``
+    earlier_onset: float
+    since: float
+
+
+@dataclass(frozen=True)
 class Filled:
-    """A plateau: memory grew by ``grown`` over iterations ``first``–``last``, flat since."""
+    """A plateau: memory grew by ``grown`` over iterations ``first``–``last``, flat since —
+    or, with ``still``, still growing since, much more slowly (significant at 95%)."""
 
     grown: float
     first: float
     last: float
+    still: bool = False
+    exhaust: tuple[float | None, float | None] = (None, None)  # (iterations, seconds) at that rate
 
 
 @dataclass(frozen=True)
@@ -103,6 +120,17 @@ class TooLittle:
 
 
 @dataclass(frozen=True)
+class Levelling:
+    """Growth that keeps slowing down but has not stopped: ``current`` since ``since``, down
+    from ``earlier`` since the onset; ``exhaust`` (iterations, seconds) at the current rate."""
+
+    current: Trend
+    since: float
+    earlier: Trend
+    exhaust: tuple[float | None, float | None]
+
+
+@dataclass(frozen=True)
 class Unsteady:
     """Significant growth, but not sustained (a jump, or levelling off)."""
 
@@ -125,8 +153,8 @@ class NoFit:
     """Neither a leak, a plateau nor a stable level."""
 
 
-Doubt = Unexplained | TooLittle | Unsteady | NotYetSignificant | Noisy | NoFit
-Story = NoData | TooFew | PythonBlocks | Growth | Filled | Flat | StepThenFlat | Doubt
+Doubt = Unexplained | TooLittle | Levelling | Unsteady | NotYetSignificant | Noisy | NoFit
+Story = NoData | TooFew | PythonBlocks | Growth | Slowing | Filled | Flat | StepThenFlat | Doubt
 
 
 @dataclass(frozen=True)

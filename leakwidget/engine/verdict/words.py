@@ -12,11 +12,13 @@ from .model import (
     Finding,
     Flat,
     Growth,
+    Levelling,
     NoData,
     NoFit,
     Noisy,
     NotYetSignificant,
     PythonBlocks,
+    Slowing,
     StepThenFlat,
     TooFew,
     TooLittle,
@@ -39,7 +41,7 @@ def _say(found: Finding) -> tuple[str, str]:
             return "Inconclusive: no iteration finished.", "no data"
         case TooFew(after_warmup):
             return (
-                f"Inconclusive after {v.iterations} iterations: "
+                f"Inconclusive after {v.iterations:,} iterations: "
                 f"{after_warmup} after the warm-up, at least {MIN_POINTS} are needed."
             ), "too few iterations"
         case PythonBlocks(blocks):
@@ -51,20 +53,42 @@ def _say(found: Finding) -> tuple[str, str]:
             ), "python-blocks"
         case Growth():
             return _leak(v), ""
+        case Slowing():
+            return _slowing_leak(v, story), ""
+        case Filled(grown, first, last, still, exhaust) if still:
+            return (
+                f"Plateau so far: memory grew by {format_bytes(grown)} over iterations "
+                f"{int(first)}\u2013{int(last)}, then slowed down but has not stopped: "
+                f"{format_bytes(v.slope, signed=True)} per iteration since "
+                f"(95%: {format_range(v.slope_low, v.slope_high)}), a slower leak behind a "
+                f"buffer that filled, or the end of its filling{_runs_out(*exhaust)}."
+            ), "still growing"
         case Filled(grown, first, last):
+            # "Stopped" only when the slope since is not significant: a small rise that goes on
+            # is said, not hidden behind its interval.
+            then = "then stopped growing" if v.slope_low <= 0 else "then slowed down to a fraction of that rate"
             return (
                 f"Plateau: memory grew by {format_bytes(grown)} over iterations "
-                f"{int(first)}\u2013{int(last)}, then stopped growing "
+                f"{int(first)}\u2013{int(last)}, {then} "
                 f"({format_bytes(v.slope, signed=True)} per iteration since; "
                 f"95%: {format_range(v.slope_low, v.slope_high)}): a buffer or cache filling up, "
                 "not a leak."
             ), ""
+        case Levelling(current, since, earlier, exhaust):
+            return (
+                f"Growth slowing down after {v.iterations:,} iterations: "
+                f"{format_bytes(current.slope, signed=True)} per iteration now (since iteration "
+                f"{int(since)}; 95%: {format_range(current.low, current.high)}), down from "
+                f"{format_bytes(earlier.slope, signed=True)} since iteration {v.onset}. It may "
+                f"level off (a cache warming up) or go on at the current rate"
+                f"{_runs_out(*exhaust)}."
+            ), "slowing"
         case Flat() | StepThenFlat():
             return _stable(v, story), ""
         case Unexplained() | TooLittle() | Unsteady() | NotYetSignificant() | Noisy() | NoFit():
             reason = _doubt(story)
             return (
-                f"Inconclusive after {v.iterations} iterations: {reason}; run longer "
+                f"Inconclusive after {v.iterations:,} iterations: {reason}; run longer "
                 f"(slope {format_bytes(v.slope, signed=True)} per iteration, "
                 f"95%: {format_range(v.slope_low, v.slope_high)})."
             ), reason
@@ -82,6 +106,28 @@ def _leak(v: Verdict) -> str:
             else f"about {v.exhaust_iterations:,.0f} iterations"
         )
         line += f"; at this rate available memory runs out in {when}"
+    return line + "."
+
+
+def _runs_out(iterations: float | None, seconds: float | None) -> str:
+    """'; at that rate available memory runs out in about 2.1 h (310,000 iterations)', or ''."""
+    if iterations is None:
+        return ""
+    when = (f"{format_duration(seconds)} ({iterations:,.0f} iterations)" if seconds is not None
+            else f"{iterations:,.0f} iterations")
+    return f"; at that rate available memory runs out in about {when}"
+
+
+def _slowing_leak(v: Verdict, story: Slowing) -> str:
+    line = (
+        f"Leak, slowing down: {format_bytes(v.slope, signed=True)} per iteration now (since "
+        f"iteration {int(story.since)}; 95%: {format_range(v.slope_low, v.slope_high)}), down "
+        f"from {format_bytes(story.earlier.slope, signed=True)} since iteration "
+        f"{int(story.earlier_onset)}"
+    )
+    if v.exhaust_iterations is not None:
+        line += _runs_out(v.exhaust_iterations, v.exhaust_seconds).replace("that rate",
+                                                                           "the current rate")
     return line + "."
 
 
@@ -118,7 +164,8 @@ def _doubt(doubt: Doubt) -> str:
         case Unsteady():
             return "memory grew, but not steadily (a jump, or growth that may be levelling off)"
         case NotYetSignificant():
-            return "memory is growing, but not yet significantly enough to call it a leak"
+            # Significant at 95% only: it may be noise, so it is not "growing" yet.
+            return "memory may be creeping up, but not significantly enough to call it a leak"
         case Noisy(sigma, high):
             return (
                 "no significant growth, but the noise ("
