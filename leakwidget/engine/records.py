@@ -40,32 +40,40 @@ class RecordLog:
     """Per-iteration records in one fixed, pre-touched numpy table (a row per iteration).
 
     Pre-touched so the watcher's own memory does not grow while it measures; one row written
-    per iteration (a fraction of a microsecond); when full, every other older record is
-    dropped (the iteration index stays true), so any run length fits.
+    per iteration (a fraction of a microsecond). When full, every other row is dropped and from
+    then on only every ``stride``-th iteration is kept, so any run length fits and the rows stay
+    evenly spaced in iterations: the verdict reads jumps between rows as jumps in memory, and a
+    history thinned more than the recent past would look like a long warm-up. The newest
+    iteration is always the last row (provisionally, until the next one replaces it). Kept rows
+    are samples, each its own iteration's values: a row's ``peak_rss`` minus its ``rss`` stays
+    what one iteration allocated and freed (the verdict reads it so).
     """
 
     def __init__(self, capacity: int = RECORD_CAPACITY) -> None:
+        if capacity < 4:
+            raise ValueError(f"capacity must be at least 4, got {capacity}")
         self.capacity = capacity
         self._rows = np.ones(capacity, dtype=_DTYPE)
         self.n = 0
         self.total = 0
+        self.stride = 1
+        self._provisional = False  # the last row is an iteration off the stride
 
     def append(self, record: IterationRecord) -> None:
+        if self._provisional:  # replaced by the newer one
+            self.n -= 1
         if self.n == self.capacity:
             self._thin()
         self._rows[self.n] = record.values()
         self.n += 1
+        self._provisional = self.total % self.stride != 0
         self.total += 1
 
     def _thin(self) -> None:
-        # Keep the newest quarter at full resolution; drop every other record before it.
-        keep_tail = self.capacity // 4
-        head = self.n - keep_tail
-        thinned = self._rows[0:head:2].copy()
-        q = thinned.size
-        self._rows[:q] = thinned
-        self._rows[q : q + keep_tail] = self._rows[head : self.n]
-        self.n = q + keep_tail
+        kept = self._rows[0 : self.n : 2].copy()
+        self._rows[: kept.size] = kept
+        self.n = kept.size
+        self.stride *= 2
 
     def column(self, name: str) -> np.ndarray:
         """A view of one field's column (copy it before keeping it)."""
