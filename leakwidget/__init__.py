@@ -19,15 +19,19 @@ IPython nor TensorFlow: the notebook floor loads only when used.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from . import report  # registers the static chart of a result (numpy only)
 from .engine.bisect import bisect
+from .engine.compare import compare
+from .engine.isolate import run_watch
+from .engine.kinds import Allocator
 from .engine.observer import Observer
 from .engine.result import WatchResult
 from .engine.spec import WatchSpec
 from .engine.units import parse_size
-from .engine.watch import Watch
+from .engine.watch import NO_PAUSE, run_sync
+from .marks import mark  # for `leakwidget run`: one iteration per mark (stdlib only)
 from .stages.user import stage
 
 __version__ = "0.1.0"
@@ -35,7 +39,9 @@ __version__ = "0.1.0"
 __all__ = [
     "__version__",
     "bisect",
+    "compare",
     "load_ipython_extension",
+    "mark",
     "parse_size",
     "report",
     "stage",
@@ -57,8 +63,12 @@ def watch(
     serial: Iterable[str] | str = (),
     trace: bool = False,
     lines: bool = False,
+    native: bool = False,
     label: str = "",
     observers: Sequence[Observer] = (),
+    isolate: bool = False,
+    env: Mapping[str, str] | None = None,
+    allocator: Allocator | None = None,
 ) -> WatchResult:
     """Run ``step`` repeatedly while sampling memory, and decide whether it leaks.
 
@@ -67,14 +77,22 @@ def watch(
     the verdict is confident or 60 s pass. ``max_rss`` ("2GiB", "500M" or bytes) stops the run
     before the process grows past it. ``widget``: None shows the live dashboard when running in
     a Jupyter kernel, False never, True always, or pass a dashboard to reuse.
+    ``native=True`` traces a window of iterations after the warm-up with memray and reports the
+    C/C++ and Python call stacks of memory allocated there and not freed
+    (``result.attribution.native_sites``; needs ``pip install 'leakwidget[native]'``).
+
+    ``isolate=True`` runs the setup and the step in a fresh worker process (they travel there
+    with cloudpickle); ``env`` (extra environment variables) and ``allocator`` ("glibc",
+    "jemalloc", "tcmalloc") imply it. The worker's memory is what is measured.
     """
     spec = WatchSpec(
         step=step, setup=setup, iterations=iterations, seconds=seconds, warmup=warmup,
         max_rss=parse_size(max_rss) if max_rss is not None else None,
-        off=off, serial=serial, trace=trace, lines=lines, label=label,
+        off=off, serial=serial, trace=trace, lines=lines, native=native, label=label,
+        isolate=isolate, env=env or (), allocator=allocator,
     )
     view = _view(widget)
-    return Watch(spec, [*observers, *([view] if view is not None else [])]).run()
+    return run_sync(run_watch(spec, [*observers, *([view] if view is not None else [])], NO_PAUSE))
 
 
 def _view(widget: bool | Observer | None) -> Observer | None:

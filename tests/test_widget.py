@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import html
+import re
 import subprocess
 import sys
 import time
+import tracemalloc
 import xml.etree.ElementTree as ET
 import zipfile
 from pathlib import Path
@@ -27,11 +30,15 @@ from leakwidget.engine.observer import BaseObserver, RunControl
 from leakwidget.engine.records import IterationRecord
 from leakwidget.engine.result import WatchResult
 from leakwidget.engine.spec import WatchSpec
+from leakwidget.engine.verdict import Verdict
 from leakwidget.engine.watch import Watch
 from leakwidget.notebook import delivery as live
+from leakwidget.notebook.charts import ChartLegend, nice_ticks
 from leakwidget.notebook.dashboard import Dashboard
 from leakwidget.notebook.strip import PipelineStrip, stage_dict
-from leakwidget.report.svg import render_svg, result_mimebundle
+from leakwidget.report.decimate import Buckets
+from leakwidget.report.svg import KIND_COLOURS, MIB, render_svg, result_mimebundle
+from leakwidget.report.trend import trend_line
 from leakwidget.stages import Stage
 
 
@@ -78,6 +85,11 @@ def kind_in(banner: Any) -> str:
     return value[start : value.index('"', start)]
 
 
+def text_of(value: str) -> str:
+    """The text an HTML widget shows."""
+    return html.unescape(re.sub(r"<[^>]+>", " ", value))
+
+
 def leaking_step(per_iteration: int = 256 * 1024) -> Any:
     junk: list[bytes] = []
 
@@ -103,7 +115,10 @@ def test_every_part_carries_the_class_the_browser_test_looks_for() -> None:
     assert "leakwidget-run-again" in d.run_again_button._dom_classes
     assert "leakwidget-bisect" in d.bisect_button._dom_classes
     assert "leakwidget-pipeline" in d.strip._dom_classes
-    assert {d.banner, d.note, d.rss_chart, d.duration_chart} <= set(d.children)
+    assert "leakwidget-details" in d.details._dom_classes
+    assert "leakwidget-legend" in d.legend._dom_classes
+    assert "leakwidget-controls" in d.controls._dom_classes
+    assert {d.banner, d.details, d.note, d.controls, d.rss_chart, d.legend, d.duration_chart} <= set(d.children)
     assert kind_in(d.banner) == "running"
     # Classes travel with the widget's first message, so a front end sees them at once.
     assert "leakwidget-stop" in d.stop_button.get_state()["_dom_classes"]
@@ -131,23 +146,166 @@ def test_bad_settings_are_refused() -> None:
 # ----------------------------------------------------------------------------- a watch, drawn
 
 
-def test_a_leaking_run_ends_with_a_red_leak_banner_a_fit_and_a_slope_in_the_legend() -> None:
+def test_a_leaking_run_ends_with_a_red_one_line_headline_a_trend_on_the_data_and_a_legend() -> None:
     d = Dashboard()
     result = Watch(WatchSpec(step=leaking_step(), iterations=300), [d]).run()
     assert result.verdict.kind == "leak"
     assert kind_in(d.banner) == "leak"
     assert 'data-running="false"' in d.banner.value
-    assert "Leak" in d.banner.value
+    headline = re.search(r'class="leakwidget-headline">([^<]*)<', d.banner.value).group(1)
+    assert headline.startswith("Leak: +256 KiB/iteration \u00b7 out of memory in ~")
+    assert len(headline) < 70  # one line, also at 900 px
+    # The rest is in the details: the verdict's sentence, the rates, the run, what grows.
+    details = text_of(d._details_text.value)
+    assert "per hour" in details
+    assert result.verdict.summary in details and result.attribution.summary in details
+    assert "300 iterations" in details
     (series,) = d.series
-    assert series.rss.labels[0].startswith("run 1: +") and series.rss.labels[0].endswith("/it")
-    assert len(series.rss.x) == len(series.rss.y) > 10
-    assert len(series.fit.x) >= 2  # the fitted trend, in time units
-    # Fit points are placed at the end times of their iterations (float32 on the wire).
-    assert abs(float(series.fit.x.max()) - float(result.column("end").max())) < 1e-4
-    assert len(d.charts.ends.x) > 0  # iteration boundaries
-    assert len(series.duration.x) == min(300, 2000)
+    assert len(series.rss.x) == len(series.rss.y) > 5
+    # The trend runs from the onset to the last iteration, at the data's level.
+    end, rss = result.column("end"), result.column("rss")
+    assert abs(float(series.trend.x[-1]) - float(end[-1])) < 1e-3
+    onset_end = float(end[list(result.column("index")).index(result.verdict.onset)])
+    assert abs(float(series.trend.x[0]) - onset_end) < 1e-3
+    # ΔRSS: the chart counts from the RSS when iteration 0 began; the trend ends on the last point.
+    last = (float(rss[-1]) - d._data.base()) / MIB
+    assert abs(float(series.trend.y[-1]) - last) < 0.3, (float(series.trend.y[-1]), last)
+    assert series.trend.colors == [KIND_COLOURS["leak"]]  # red: this run leaks
+    assert d.legend.entries == [{"label": "run 1", "colour": series.colour, "kind": "leak",
+                                 "slope": series.slope, "current": False}]
+    assert series.slope.startswith("+256") and series.slope.endswith("/it")
+    assert len(series.duration.x) > 10
     assert d.stop_button.disabled and not d.run_again_button.disabled
     assert d.last_result is result
+
+
+def test_the_trend_sits_on_the_data_from_the_onset_to_the_last_point() -> None:
+    # A leak that starts at iteration 40, drawn from bucket means: no stub before the onset,
+    # no gap at the end, and the level of the data, not of the fit's own intercept.
+    index = np.arange(400.0)
+    rss = 5e8 + np.where(index < 40, 0.0, (index - 40) * 65536.0)
+    end = 0.5 + index * 0.01
+    fit = [(10.0, 1e8), (40.0, 1e8), (300.0, 1e8 + 260 * 65536.0)]  # a stub, then an old fit
+    v = Verdict("leak", slope=65536.0, onset=40, fit=fit, iterations=300)
+    t, y = trend_line(v, index, rss, end, last=(399.0, 4.5))
+    assert t[0] == pytest.approx(end[40]) and t[-1] == pytest.approx(4.5)
+    assert y[-1] == pytest.approx(rss[-1], rel=1e-6)
+    assert np.all(np.abs(np.interp(index[40:], np.interp(t, end, index), y) - rss[40:]) < 1.0)
+    # A plateau keeps its shape: the rise, then flat.
+    flat = np.minimum(index, 100.0) * 65536.0 + 5e8
+    p = Verdict("plateau", onset=0, fit=[(0.0, 0.0), (100.0, 100 * 65536.0), (300.0, 100 * 65536.0)])
+    t, y = trend_line(p, index, flat, end, last=(399.0, 4.49))
+    assert y[-1] == pytest.approx(flat[-1]) and y[0] == pytest.approx(flat[0])
+    assert trend_line(Verdict("inconclusive"), index, rss, end)[0].size == 0
+
+
+def test_overlays_count_from_their_own_start_and_red_only_means_leak() -> None:
+    d = Dashboard()
+    runs = [Watch(WatchSpec(step=leaking_step(), iterations=200, label="leaking"), [d]).run(),
+            Watch(WatchSpec(step=lambda: sum(range(3000)), iterations=400, label="flat"), [d]).run()]
+    leaking, flat = d.series
+    # The second run starts hundreds of KiB higher, yet both are drawn from zero: the change
+    # since their own iteration 0 (the setup before it may differ: an earlier run's memory,
+    # handed back by the watch's clean-up, is not this run's).
+    for series, result in zip(d.series, runs, strict=True):
+        after = series.rss.x >= result.column("start")[0]
+        assert abs(float(series.rss.y[after][0])) < 0.5, series.label
+    assert float(flat.rss.y.max()) < 2.0 < float(leaking.rss.y.max())
+    assert {s.colour for s in d.series}.isdisjoint({KIND_COLOURS["leak"], KIND_COLOURS["plateau"]})
+    assert leaking.trend.colors == [KIND_COLOURS["leak"]]
+    assert flat.trend.colors != [KIND_COLOURS["leak"]]
+    kinds = [e["kind"] for e in d.legend.entries]
+    assert kinds[0] == "leak" and kinds[1] != "leak"
+    assert d.legend.entries[1]["current"]
+    # The y-range covers both runs after their setups, and not the setups' own memory.
+    lo, hi = d.charts._y.min, d.charts._y.max
+    after = [s.rss.y[s.rss.x >= r.column("start")[0]] for s, r in zip(d.series, runs, strict=True)]
+    assert lo <= min(float(a.min()) for a in after) and hi >= max(float(a.max()) for a in after)
+    lowest = min([float(a.min()) for a in after] + [float(s.trend.y.min()) for s in d.series])
+    assert lo > lowest - 0.07 * (hi - lo)  # the padding only: the setups do not set the scale
+    # A flat run alone is not stretched into false growth.
+    alone = Dashboard()
+    Watch(WatchSpec(step=lambda: sum(range(3000)), iterations=400), [alone]).run()
+    assert alone.charts._y.max - alone.charts._y.min >= 1.0  # MiB: noise stays small
+
+
+def test_ticks_are_chosen_from_the_pixels_and_never_run_together() -> None:
+    for pixels in (300, 500, 800, 1200, 1600):
+        for lo, hi in ((0.0, 7.3), (0.0, 92.0), (0.0, 61_234.0), (-0.4, 0.7), (0.0, 0.02)):
+            ticks, fmt = nice_ticks(lo, hi, pixels, lambda text: 7.0 * len(text))
+            labels = [format(v, fmt) for v in ticks]
+            assert 2 <= len(ticks) <= 1 + pixels / 40, (pixels, lo, hi, labels)
+            gap = (ticks[1] - ticks[0]) / (hi - lo) * pixels
+            assert gap >= 7.0 * max(map(len, labels)), (pixels, labels)
+            assert len(set(labels)) == len(labels)
+    ticks, _ = nice_ticks(0.0, 10.0, 800, lambda text: 7.0 * len(text), integer=True)
+    assert all(float(v).is_integer() for v in ticks)  # iterations: never 0.5
+    # A dashboard that has not run yet shows whole iterations too.
+    d = Dashboard()
+    assert all(float(v).is_integer() for v in d.charts._dx_axis.tick_values)
+
+
+def test_a_wider_dashboard_gets_more_ticks() -> None:
+    d = Dashboard()
+    Watch(WatchSpec(step=leaking_step(4096), iterations=2000), [d]).run()
+    narrow = len(d.charts._dx_axis.tick_values)
+    d.legend.width = 1600  # what the front end reports
+    assert len(d.charts._dx_axis.tick_values) > narrow
+
+
+def test_redraws_allocate_the_same_whatever_the_run_length() -> None:
+    # The dashboard lives in the process it measures: a redraw must not need memory that grows
+    # with the run. Peak allocation of a redraw after 2,000 and after 200,000 iterations.
+    d = Dashboard()
+
+    def peak_of_redraw(iterations: int) -> int:
+        d.on_start(SimpleNamespace(spec=WatchSpec(step=lambda: None), label="x", yields_to_loop=False,
+                                   request_stop=lambda reason="stopped": None))
+        for i in range(iterations):
+            d._data.add_iteration(i, i * 1e-4, (i + 1) * 1e-4, 1e8 + (i % 7) * 4096, 1e-4)
+            if i % 8 == 0:
+                d._data.add_sample(i * 1e-4, 1e8)
+        d._verdict = Verdict("stable", iterations=iterations, warmup=2,
+                             fit=[(2.0, 1e8), (float(iterations - 1), 1e8)])
+        d._draw_full()  # the first redraw of a size settles its caches
+        tracemalloc.start()
+        try:
+            d._draw_full()
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    small, large = peak_of_redraw(2_000), peak_of_redraw(200_000)
+    assert large < 1.5 * small + 64 * 1024, (small, large)
+    assert large < 2 * 1024 * 1024
+
+
+def test_buckets_keep_min_max_in_bounded_memory() -> None:
+    rng = np.random.default_rng(1)
+    y = rng.normal(size=100_003)
+    y[54_321] = 50.0  # a one-sample spike
+    b = Buckets(200, extras=1)
+    for i, v in enumerate(y.tolist()):
+        b.append(float(i), v, 2.0 * v)
+    assert 100 <= len(b) <= 200 and b.total == y.size and b.width == 512
+    x, env = b.envelope()
+    assert env.size <= 400 and env.max() == 50.0 and x[np.argmax(env)] == 54_321
+    assert np.all(np.diff(x) >= 0)
+    mx, my, me, n = b.means()
+    assert n.sum() == y.size
+    assert my @ n == pytest.approx(y.sum()) and me @ n == pytest.approx(2 * y.sum())
+    assert b.y_range() == (pytest.approx(y.min()), 50.0)
+    # Appending allocates nothing that stays: the arrays were made at construction.
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(50_000):
+            b.append(float(i), 0.0, 0.0)
+        assert tracemalloc.get_traced_memory()[0] - before < 4096
+    finally:
+        tracemalloc.stop()
+    with pytest.raises(ValueError, match="even"):
+        Buckets(7)
 
 
 def test_the_rss_line_updates_while_the_run_goes_on_not_only_at_the_end() -> None:
@@ -189,11 +347,11 @@ def test_front_end_gets_bounded_points_and_bytes_whatever_the_iteration_rate() -
     result = Watch(WatchSpec(step=lambda: None, iterations=3000), [d]).run()
     seconds = result.elapsed
     series = d.series[0]
-    marks = [series.rss, series.fit, series.duration, d.charts.ends, d.charts.warmup]
+    marks = [series.rss, series.trend, series.duration, d.charts.ends, *d.charts.bands.values()]
     sent = [u for m in marks for u in updates(m)]
     for _, _state, buffers in sent:
         for b in buffers:
-            assert memoryview(b).nbytes // 4 <= max_points * 2  # float32; warm-up band is 2x2
+            assert memoryview(b).nbytes // 4 <= max_points  # float32; a phase band is 2x2
     # Redraws follow the clock, not the iterations: at most one per interval (+ start/end).
     rss_updates = updates(series.rss)
     assert len(rss_updates) <= seconds / interval + 3
@@ -210,8 +368,11 @@ def test_a_step_that_slows_down_every_iteration_is_flagged() -> None:
     n = [0]
 
     def slowing() -> None:
+        # 0.3 ms longer every iteration, by the clock: a loaded machine adds noise, not speed.
         n[0] += 1
-        sum(range(n[0] * 3000))
+        deadline = time.perf_counter() + n[0] * 3e-4
+        while time.perf_counter() < deadline:
+            pass
 
     Watch(WatchSpec(step=slowing, iterations=80, warmup=1), [d]).run()
     assert d.duration_flagged
@@ -312,7 +473,8 @@ def test_toggle_then_run_again_overlays_a_second_series_with_the_stage_off() -> 
     assert d.strip.states == {}  # the wish was fulfilled
     # Both runs stay on the chart, each with its slope in the legend.
     assert all(s.rss in d.rss_chart.marks for s in d.series)
-    assert all(s.rss.labels[0].endswith("/it") for s in d.series)
+    assert [e["label"] for e in d.legend.entries] == [s.label for s in d.series]
+    assert all(e["slope"].endswith("/it") for e in d.legend.entries)
 
 
 class ScriptedDashboard(Dashboard):
@@ -407,14 +569,22 @@ def test_stage_dict_is_plain_json() -> None:
     assert stage_dict(s) == {
         "id": "map@4", "kind": "map", "site": "cell:4", "args": {"num_parallel_calls": "-1"},
         "inputs": ["range@1"], "toggleable": True, "parallel": True, "state": "serial",
-        "states": ["on", "serial", "off"],
+        "states": ["on", "serial", "off"], "group": "pipeline", "why": "",
     }
+    # Why a stage does less than on -> serial -> off, and TensorFlow's own options apart.
+    plain = stage_dict(Stage(id="map@2", kind="map", site="", toggleable=True, parallel=False))
+    assert plain["states"] == ["on", "off"] and plain["why"].startswith("No serial form")
+    fixed = stage_dict(Stage(id="batch@5", kind="batch", site="", toggleable=False))
+    assert fixed["why"].startswith("Cannot be switched off") and "batches" in fixed["why"]
+    assert stage_dict(Stage(id="autotune", kind="autotune", site="", toggleable=True))["group"] == "tensorflow"
 
 
-def test_bisect_from_the_widget_colours_the_culprit() -> None:
+def test_bisect_from_the_widget_names_the_culprit_and_restores_the_users_strip() -> None:
     d = Dashboard()
-    spec = WatchSpec(step=lambda: grow(1), seconds=2.0)
+    spec = WatchSpec(step=lambda: passthrough(grow(1)), seconds=2.0)
     Watch(spec, [d]).run()
+    ids = {s["kind"]: s["id"] for s in d.strip.stages}
+    d.strip.states = {ids["passthrough"]: "off"}  # the user's own toggle before bisecting
 
     async def click_bisect() -> None:
         d.bisect_button.click()
@@ -423,9 +593,32 @@ def test_bisect_from_the_widget_colours_the_culprit() -> None:
 
     asyncio.run(click_bisect())
     assert d.last_bisect is not None, d.note.value
-    assert d.strip.culprits == [d.strip.stages[0]["id"]]
+    assert d.strip.culprits == [ids["grow"]]
     assert len(d.series) >= 3  # the first run, then one series per configuration
-    assert "grow" in d.note.value
+    headline = re.search(r'class="leakwidget-headline">([^<]*)<', d.banner.value).group(1)
+    assert headline.startswith(f"Culprit: {ids['grow']} (+") and "with it on" in headline
+    assert "with it off" in headline
+    # The strip is back in the user's configuration, and Run again would run that.
+    by_id = {s["id"]: s["state"] for s in d.strip.stages}
+    assert by_id[ids["passthrough"]] == "off" and by_id[ids["grow"]] == "on"
+    nxt = d.next_spec()
+    assert ids["passthrough"] in nxt.off and ids["grow"] not in nxt.off
+
+
+def test_the_text_report_under_the_dashboard_follows_the_latest_run() -> None:
+    class Handle:
+        def __init__(self) -> None:
+            self.texts: list[str] = []
+
+        def update(self, bundle: dict, raw: bool = False) -> None:
+            self.texts.append(bundle["text/plain"])
+
+    d = Dashboard()
+    d._report = handle = Handle()  # what show_report's first display returned
+    Watch(WatchSpec(step=leaking_step(), iterations=200, label="first"), [d]).run()
+    Watch(WatchSpec(step=lambda: None, iterations=200, label="second"), [d]).run()
+    assert len(handle.texts) == 2
+    assert handle.texts[0].startswith("Leak:") and not handle.texts[1].startswith("Leak:")
 
 
 # --------------------------------------------------------------------------- the pipeline strip
@@ -436,11 +629,14 @@ def test_the_wheel_ships_the_one_strip_source(tmp_path) -> None:
     source = (root / "js" / "src" / "pipeline.js").read_text()
     assert "export default" in source and "render" in source
     assert PipelineStrip()._esm == source  # a checkout serves the source itself
+    legend = (root / "js" / "src" / "legend.js").read_text()
+    assert ChartLegend()._esm == legend
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
                     "--no-build-isolation", "-w", str(tmp_path), str(root)], check=True, timeout=300)
     (wheel,) = tmp_path.glob("leakwidget-*.whl")
     with zipfile.ZipFile(wheel) as z:
         assert z.read("leakwidget/static/pipeline.js").decode() == source
+        assert z.read("leakwidget/static/legend.js").decode() == legend
 
 
 # --------------------------------------------------------------------------- the static picture
@@ -457,7 +653,7 @@ def test_render_svg_draws_the_run_the_fit_and_the_verdict() -> None:
     ys = [float(p.split(",")[1]) for p in points]
     assert ys[-1] < ys[0]  # RSS grows: the line rises (SVG y points down)
     assert root.findall("s:polyline[@class='fit']", ns)
-    assert root.findall("s:rect[@class='warmup']", ns)
+    assert root.findall("s:rect[@class='warm-up']", ns)
     (verdict,) = root.findall("s:text[@class='verdict']", ns)
     assert verdict.get("data-kind") == "leak"
     # The whole sentence is there, wrapped into lines that fit the picture.
@@ -587,14 +783,11 @@ def test_an_ipykernel_6_kernel_is_told_apart(monkeypatch: pytest.MonkeyPatch) ->
     assert shell.input_transformers_cleanup == []
 
 
-def test_final_banner_says_what_is_growing():
+def test_final_details_say_what_is_growing():
     from leakwidget import examples as ex
-    from leakwidget.engine.spec import WatchSpec
-    from leakwidget.engine.watch import Watch
-    from leakwidget.notebook.dashboard import Dashboard
 
     dash = Dashboard()
     setup, step = ex.python_leak(256 * 1024)
     r = Watch(WatchSpec(step, setup=setup, iterations=60), [dash]).run()
     assert r.verdict.kind == "leak" and r.attribution.kind != "none"
-    assert r.attribution.summary[:40] in dash.banner.value.replace("&#x27;", "'")
+    assert r.attribution.summary in text_of(dash._details_text.value)

@@ -4,9 +4,12 @@ import assert from "node:assert/strict";
 
 import widget, {
   applyClick,
+  cycleText,
   effectiveState,
+  groupStages,
   layoutStages,
   nextState,
+  pipelineColumns,
   stageColour,
   stageTitle,
 } from "../src/pipeline.js";
@@ -111,7 +114,7 @@ test("a cycle in inputs does not hang the layout", () => {
 
 test("colour: culprit red beats state; fixed stages have their own colour", () => {
   const s = stage("map@3", "map");
-  assert.equal(stageColour(s, "on", ["map@3"]), "#d62728");
+  assert.equal(stageColour(s, "on", ["map@3"]), "#c62828");
   assert.notEqual(stageColour(s, "on", []), stageColour(s, "off", []));
   assert.notEqual(stageColour(s, "serial", []), stageColour(s, "on", []));
   const fixed = stage("src", "range", [], { toggleable: false });
@@ -125,24 +128,66 @@ test("hover text names the call site and arguments", () => {
   assert.match(title, /num_parallel_calls=8/);
 });
 
+test("hover text says why a stage cannot be switched off or made serial, and what a click does", () => {
+  const fixed = stage("batch@4", "batch", [], { toggleable: false, why: "Cannot be switched off: it makes the batches." });
+  assert.match(stageTitle(fixed), /Cannot be switched off: it makes the batches/);
+  assert.equal(cycleText(fixed), "");
+  const plain = stage("map@3", "map", [], { why: "No serial form: it already works on one element at a time." });
+  assert.match(stageTitle(plain), /No serial form/);
+  assert.match(stageTitle(plain), /click: on \u2192 off/);
+  const parallel = stage("map@5", "map", [], { parallel: true });
+  assert.match(stageTitle(parallel), /click: on \u2192 serial \u2192 off/);
+  assert.match(stageTitle(parallel, true), /Culprit/);
+});
+
+test("TensorFlow's own options are grouped apart from the user's stages", () => {
+  const stages = [
+    stage("autotune", "autotune", [], { group: "tensorflow" }),
+    stage("map@3", "map"),
+    stage("batch@4", "batch", ["map@3"]),
+    stage("inject_prefetch", "inject_prefetch", [], { group: "tensorflow" }),
+  ];
+  const { pipeline, tensorflow } = groupStages(stages);
+  assert.deepEqual(pipeline.map((s) => s.id), ["map@3", "batch@4"]);
+  assert.deepEqual(tensorflow.map((s) => s.id), ["autotune", "inject_prefetch"]);
+  // Branches stack in one column; stages linked to nothing come after the chain.
+  const columns = pipelineColumns([
+    stage("a", "range"), stage("b", "range"), stage("z", "zip", ["a", "b"]), stage("u", "grow"),
+  ]);
+  assert.deepEqual(columns.map((c) => c.map((s) => s.id)), [["a", "b"], ["z"], ["u"]]);
+});
+
 // A minimal DOM, only what render() touches, so the click wiring is exercised without a browser.
 class FakeElement {
   constructor(tag) {
     this.tagName = tag; this.children = []; this.dataset = {}; this.style = {}; this.listeners = {};
+    this.attributes = {}; this.textContent = "";
     this.classList = { items: new Set(), add: (c) => this.classList.items.add(c) };
   }
   appendChild(child) { this.children.push(child); return child; }
+  append(...items) { for (const i of items) this.children.push(i); }
   replaceChildren() { this.children = []; }
-  setAttribute(k, v) { this[k] = v; }
+  setAttribute(k, v) { this.attributes[k] = v; }
   addEventListener(type, fn) { this.listeners[type] = fn; }
 }
 
-test("render draws one element per stage and a click saves the new states", () => {
+const chips = (el) => {
+  const out = [];
+  const walk = (node) => {
+    if (node && node.dataset && node.dataset.stageId) out.push(node);
+    for (const c of (node && node.children) || []) walk(c);
+  };
+  walk(el);
+  return out;
+};
+
+test("render draws one chip per stage, TensorFlow's options apart, and a click saves the new states", () => {
   globalThis.document = { createElement: (tag) => new FakeElement(tag) };
   const values = {
     stages: [
-      stage("src", "range", [], { toggleable: false }),
+      stage("src", "range", [], { toggleable: false, why: "Cannot be switched off: a source." }),
       stage("map@3", "map", ["src"], { parallel: true }),
+      stage("autotune", "autotune", [], { parallel: true, group: "tensorflow" }),
     ],
     states: {},
     culprits: ["map@3"],
@@ -160,9 +205,13 @@ test("render draws one element per stage and a click saves the new states", () =
   const el = new FakeElement("div");
   const cleanup = widget.render({ model, el });
   assert.ok(el.classList.items.has("leakwidget-pipeline"));
-  const boxes = () => el.children[0].children;
-  assert.deepEqual(boxes().map((b) => b.dataset.stageId), ["src", "map@3"]);
-  assert.equal(boxes()[0].disabled, true);
+  const boxes = () => chips(el);
+  assert.deepEqual(boxes().map((b) => b.dataset.stageId), ["src", "map@3", "autotune"]);
+  assert.deepEqual(boxes().map((b) => b.dataset.group), ["pipeline", "pipeline", "tensorflow"]);
+  // A fixed stage is not clickable but keeps its tooltip (a disabled button would hide it).
+  assert.equal(boxes()[0].attributes["aria-disabled"], "true");
+  assert.equal(boxes()[0].listeners.click, undefined);
+  assert.match(boxes()[0].title, /Cannot be switched off/);
   assert.equal(boxes()[1].dataset.culprit, "true");
   boxes()[1].listeners.click();
   assert.equal(saved, 1);

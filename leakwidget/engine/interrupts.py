@@ -29,6 +29,11 @@ class Interrupts:
             self._saved = signal.getsignal(signal.SIGINT)
             self._installed = True
 
+    def raise_at_once(self) -> None:
+        """From now on SIGINT raises KeyboardInterrupt (main thread only)."""
+        self.arm()
+        self.enter_step()
+
     def enter_step(self) -> None:
         """While the step runs, SIGINT raises KeyboardInterrupt."""
         if self._installed:

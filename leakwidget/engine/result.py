@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 import json
 import math
+import os
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..stages import Stage
-from .attribution import Attribution
+from .attribution import Attribution, DeviceMemory
+from .children import ChildResult
+from .environment import environment
 from .kinds import StopReason
 from .records import FIELDS, IterationRecord, RecordLog
 from .spec import WatchSpec
@@ -29,6 +34,9 @@ def _step_not_restored(*args: object) -> None:
 # Static pictures of a result for front ends without widgets (nbconvert, GitHub): mime type ->
 # renderer. The report floor registers its SVG chart here (the engine may not import it).
 RENDERERS: dict[str, Callable[[WatchResult], str]] = {}
+# Whole documents of a result, by format: the report floor registers its self-contained HTML
+# page here ("html"), which save_html writes.
+DOCUMENTS: dict[str, Callable[[WatchResult], str]] = {}
 
 
 @dataclass
@@ -43,8 +51,13 @@ class WatchResult:
     stages: list[Stage] = field(default_factory=list)
     stage_notes: list[str] = field(default_factory=list)
     attribution: Attribution | None = None
+    # GPU memory's own series and verdict, or why it was not measured (None: no attribution)
+    device: DeviceMemory | None = None
     elapsed: float = 0.0
     baseline_rss: int = 0
+    environment: dict = field(default_factory=environment)  # versions, allocator, machine memory
+    # Child processes of the watched process: each one's memory and verdict (engine/children.py)
+    children: list[ChildResult] = field(default_factory=list)
     _log: RecordLog = field(default_factory=lambda: RecordLog(0), repr=False)
 
     @property
@@ -83,9 +96,15 @@ class WatchResult:
             "stages": [s.to_dict() for s in self.stages],
             "stage_notes": list(self.stage_notes),
             "attribution": att.to_dict() if att is not None else None,
-            "config": {"off": list(self.spec.off), "serial": list(self.spec.serial), "label": self.spec.label},
+            "device": self.device.to_dict() if self.device is not None else None,
+            "config": {"off": list(self.spec.off), "serial": list(self.spec.serial), "label": self.spec.label,
+                       "iterations": self.spec.iterations, "seconds": _finite(self.spec.seconds),
+                       "warmup": self.spec.warmup, "max_rss": self.spec.max_rss},
             "elapsed": self.elapsed,
             "baseline_rss": self.baseline_rss,
+            "children": [{"pid": c.pid, "cmdline": c.cmdline, "verdict": c.verdict.to_dict()}
+                         for c in self.children],
+            "environment": dict(self.environment),
         }
 
     def to_json(self, **kwargs) -> str:
@@ -104,12 +123,22 @@ class WatchResult:
         return json.dumps(d, default=default, **kwargs)
 
     def to_csv(self, path) -> None:
-        """One row per iteration (the records' fields)."""
-        with open(path, "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(FIELDS)
-            cols = [self._log.column(k).tolist() for k in FIELDS]
-            w.writerows(zip(*cols, strict=True))
+        """One row per iteration (the records' fields); the file appears whole or not at all."""
+        f = io.StringIO(newline="")
+        w = csv.writer(f)
+        w.writerow(FIELDS)
+        cols = [self._log.column(k).tolist() for k in FIELDS]
+        w.writerows(zip(*cols, strict=True))
+        write_whole(path, f.getvalue())
+
+    def save_html(self, path) -> None:
+        """Write the report as one self-contained HTML page (charts, verdict, attribution,
+        stages, configuration, environment; no network needed to open it). The file appears
+        whole or not at all."""
+        render = DOCUMENTS.get("html")
+        if render is None:
+            raise RuntimeError("no HTML renderer registered: import leakwidget.report")
+        write_whole(path, render(self))
 
     # -- display -------------------------------------------------------------------------
     def __str__(self) -> str:
@@ -130,8 +159,11 @@ class WatchResult:
             lines.append(f"{type(self.error).__name__} in {where}: {self.error}")
         if self.attribution is not None and self.attribution.summary:
             lines.append(str(self.attribution))
+        if self.device is not None and self.device.measured:
+            lines.append(str(self.device))
         if self.stages:
             lines.append("Stages: " + ", ".join(s.id for s in self.stages))
+        lines.extend(f"Child process {c}" for c in self.children)
         lines.extend(self.stage_notes)
         return "\n".join(lines)
 
@@ -146,3 +178,26 @@ class WatchResult:
             except Exception:  # a picture must never hide the text report
                 pass
         return bundle
+
+
+def write_whole(path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder, renamed into
+    place: a reader never sees half a file, and a failure leaves nothing behind."""
+    folder = os.path.dirname(os.path.abspath(os.fspath(path)))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".leakwidget-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _finite(v: float | None) -> float | None:
+    """None for no limit (a watch that runs until it is stopped has seconds=inf)."""
+    return v if v is None or math.isfinite(v) else None

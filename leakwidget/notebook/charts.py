@@ -1,39 +1,58 @@
-"""The dashboard's two bqplot charts: RSS against time, and step duration against iteration.
+"""The dashboard's charts: memory against time, step duration against iteration, their legend.
 
-Pure drawing: a :class:`Charts` receives arrays and a verdict and puts them on the marks. Each
-run (Run again, a bisection's configuration) is its own :class:`RunSeries`, overlaid in its own
-colour; at most ``max_points`` points per series ever reach the front end (min/max
-decimation), and every redraw is one message per mark (``hold_sync``).
+Pure drawing: :class:`Charts` receives a run's data (:class:`RunData`, bounded buckets the
+dashboard fills from the stream) and a verdict and puts them on bqplot marks. Every run (Run
+again, each configuration of a bisection) is its own :class:`RunSeries`, overlaid in its own
+colour as RSS *change since its own start*, so slopes compare whatever each run started from.
+
+What the picture promises, and how:
+
+- Red means a leak: runs are drawn in colours that are neither red nor orange; each run's
+  dashed trend line takes its verdict's colour (red: leak, orange: plateau, green: stable).
+- The trend sits on the data: :func:`leakwidget.report.trend.trend_line` draws the verdict's
+  fit from the onset to the last iteration, at the data's level, in time.
+- Nothing covers the data: the legend is a widget under the plot (:class:`ChartLegend`), which
+  also reports the charts' width in pixels; tick values are chosen for that width, so labels
+  never run together, and iterations are whole numbers.
+- The y-range is this run's own: the setup phase (memory an earlier cell freed, a buffer being
+  built) is shaded and labelled but does not set the scale; a flat run is drawn flat (the
+  scale spans at least 1 MiB).
+- Bounded: each series sends at most twice as many points as there are buckets (at most
+  ``max_points``), every redraw is one message per mark (``hold_sync``), and a redraw allocates
+  only arrays of that size, whatever the run's length.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Callable
 from contextlib import ExitStack
 
+import anywidget
 import bqplot as bq
 import ipywidgets as widgets
 import numpy as np
+import traitlets
 
 from ..engine.units import format_bytes
 from ..engine.verdict import Verdict, theil_sen
-from ..report.decimate import minmax
-from ..report.svg import KIND_COLOURS, MIB, PALETTE, fit_in_time, warmup_end_time
+from ..report.decimate import Buckets
+from ..report.svg import KIND_COLOURS, MIB, PALETTE
+from ..report.trend import trend_line
+from .strip import js_module
 
-MAX_SERIES = 10  # configurations overlaid at once; the oldest (after the first) make room
-MAX_MARKERS = 500  # iteration-end dots drawn at most
-
-
-@dataclasses.dataclass
-class RunSeries:
-    """One run drawn on the charts."""
-
-    label: str
-    colour: str
-    rss: bq.Lines
-    duration: bq.Lines
-    fit: bq.Lines
-    slope: str = ""
+MAX_SERIES = 10  # runs overlaid at once; the oldest (after the first) make room
+RSS_HEIGHT, DURATION_HEIGHT = 300, 150  # px
+RSS_MARGIN = {"top": 16, "bottom": 42, "left": 66, "right": 20}
+DURATION_MARGIN = {"top": 30, "bottom": 42, "left": 66, "right": 20}
+DEFAULT_WIDTH = 900  # px, until the front end has reported the charts' width
+MIN_SPAN_MIB = 1.0  # the RSS scale spans at least this: noise must not look like growth
+MARKER_GAP = 8  # px between iteration-end dots at least; denser runs get none
+# Tick labels at 11 px: width per character, height; the room kept between two labels.
+CHAR_PX, LABEL_HEIGHT = 7.0, 12.0
+GAP_ACROSS, GAP_UPRIGHT = 36.0, 16.0
+PHASES = {"setup": "#90a4ae", "warm-up": "#bdbdbd"}  # shaded bands and their colours
 
 
 def _f32(a: np.ndarray) -> np.ndarray:
@@ -43,6 +62,42 @@ def _f32(a: np.ndarray) -> np.ndarray:
 
 def _empty() -> np.ndarray:
     return np.zeros(0, np.float32)
+
+
+def nice_ticks(lo: float, hi: float, pixels: float, label_px: Callable[[str], float], *,
+               gap: float = GAP_ACROSS, integer: bool = False) -> tuple[np.ndarray, str]:
+    """(tick values, d3 format) for an axis of ``pixels`` from ``lo`` to ``hi``: the densest
+    1-2-5 step whose labels keep ``gap`` pixels apart (``label_px``: a label's extent along the
+    axis). ``integer``: no fractional ticks (iterations)."""
+    span = hi - lo
+    if not (math.isfinite(span) and span > 0 and pixels > 0):
+        return np.zeros(0), ",.0f"
+    step = 10.0 ** math.floor(math.log10(span / 1000.0))
+    for _ in range(40):
+        for m in (1.0, 2.0, 5.0):
+            s = m * step
+            if integer and s < 1:
+                continue
+            room = s / span * pixels
+            if room < gap + CHAR_PX:
+                continue  # too dense for any label: no need to build the ticks
+            decimals = max(0, -math.floor(math.log10(s) + 1e-9))
+            fmt = f",.{decimals}f"
+            first = math.ceil(lo / s - 1e-9)
+            ticks = (first + np.arange(int(math.floor(hi / s + 1e-9)) - first + 1)) * s
+            widest = max((label_px(format(v, fmt)) for v in ticks), default=0.0)
+            if room >= widest + gap:
+                return ticks, fmt
+        step *= 10
+    return np.array([lo, hi]), ",.0f"
+
+
+def _across(text: str) -> float:
+    return CHAR_PX * len(text)
+
+
+def _upright(_text: str) -> float:
+    return LABEL_HEIGHT
 
 
 def duration_trend(index: np.ndarray, duration: np.ndarray, warmup: int) -> tuple[bool, float]:
@@ -75,43 +130,118 @@ def duration_trend(index: np.ndarray, duration: np.ndarray, warmup: int) -> tupl
     return bool(flagged), float(trend.slope)
 
 
+class ChartLegend(anywidget.AnyWidget):
+    """The RSS chart's legend, under the plot; its front end reports the charts' width."""
+
+    _esm = js_module("legend.js")
+    entries = traitlets.List(traitlets.Dict()).tag(sync=True)
+    phases = traitlets.List(traitlets.Dict()).tag(sync=True)
+    width = traitlets.Int(0).tag(sync=True)
+
+    def __init__(self, **kwargs: object) -> None:
+        kwargs.setdefault("_dom_classes", ["leakwidget-legend"])
+        super().__init__(**kwargs)
+
+
+class RunData:
+    """One run as the charts need it, in buckets allocated once and reused for every run.
+
+    ``samples``: (time, RSS) from the sampler; ``iterations``: (index, duration) with the end
+    time and RSS of each iteration as means. ``start`` is when iteration 0 began (the end of
+    the setup), ``baseline`` the RSS then: the chart shows the change from it.
+    """
+
+    def __init__(self, buckets: int) -> None:
+        self.samples = Buckets(buckets)
+        self.iterations = Buckets(buckets, extras=2)
+        self.clear()
+
+    def clear(self) -> None:
+        self.samples.clear()
+        self.iterations.clear()
+        self.start: float | None = None
+        self.baseline: float | None = None
+        self.first_rss: float | None = None
+        self.last_index = -1.0
+        self.last_end = 0.0
+
+    def add_sample(self, t: float, rss: float) -> None:
+        if self.first_rss is None:
+            self.first_rss = rss
+        if self.baseline is None and self.start is not None and t >= self.start:
+            self.baseline = rss  # the first sample of iteration 0: after the setup's clean-up
+        self.samples.append(t, rss)
+
+    def add_iteration(self, index: int, start: float, end: float, rss: float, duration: float) -> None:
+        if self.start is None:
+            self.start = start
+            # The samples of iteration 0 may have come before its record did.
+            self.baseline = self.samples.first_at(start)
+        self.iterations.append(float(index), duration, end, float(rss))
+        self.last_index, self.last_end = float(index), end
+
+    def base(self) -> float:
+        """The RSS the chart counts from (before iteration 0 has a sample: the run's first)."""
+        if self.baseline is not None:
+            return self.baseline
+        return self.first_rss if self.first_rss is not None else 0.0
+
+
+@dataclasses.dataclass
+class RunSeries:
+    """One run drawn on the charts, and what the shared axes need of it."""
+
+    label: str
+    colour: str
+    rss: bq.Lines
+    trend: bq.Lines
+    duration: bq.Lines
+    slope: str = ""
+    kind: str = "running"
+    t_max: float = 0.0
+    y_range: tuple[float, float] | None = None  # MiB after the setup, trend included
+    last_index: float = 0.0
+    ms_max: float = 0.0
+
+    @property
+    def marks(self) -> tuple[bq.Lines, ...]:
+        return self.rss, self.trend, self.duration
+
+
 class Charts:
     def __init__(self, max_points: int) -> None:
         self.max_points = max_points
-        # RSS against time: one line (+ dashed fit) per run, dots at iteration ends of the
-        # current run, warm-up shaded on a fixed 0..1 scale so it spans the plot height.
-        self._x, self._y = bq.LinearScale(), bq.LinearScale()
-        self._unit = bq.LinearScale(min=0.0, max=1.0)
-        self.warmup = bq.Lines(
-            x=_empty(), y=np.zeros((2, 0), np.float32),
-            scales={"x": self._x, "y": self._unit}, fill="between", colors=["#9e9e9e"],
-            fill_colors=["#9e9e9e"], fill_opacities=[0.18], opacities=[0.0, 0.0], labels=["warm-up"],
-        )
-        self.ends = bq.Scatter(
-            x=_empty(), y=_empty(), scales={"x": self._x, "y": self._y},
-            default_size=10, colors=[PALETTE[0]], stroke="white", labels=["iteration ends"],
-        )
+        self.legend = ChartLegend()
+        self.legend.observe(lambda _c: self._draw_axes(), names="width")
+        self._x, self._y, self._unit = bq.LinearScale(min=0.0, max=1.0), bq.LinearScale(), \
+            bq.LinearScale(min=0.0, max=1.0)
+        self.bands = {name: self._band(colour) for name, colour in PHASES.items()}
+        self.band_labels = bq.Label(x=_empty(), y=_empty(), text=[], scales={"x": self._x, "y": self._unit},
+                                    colors=["#455a64"], default_size=11, align="middle", y_offset=14,
+                                    font_weight="normal")
+        self.ends = bq.Scatter(x=_empty(), y=_empty(), scales={"x": self._x, "y": self._y},
+                               default_size=14, colors=[PALETTE[0]], stroke=None)
+        self._x_axis = bq.Axis(scale=self._x, label="time since the run started (s)", grid_lines="none",
+                               label_offset="34px",
+                               tick_format=",.0f", tick_values=np.array([0.0]))
+        self._y_axis = bq.Axis(scale=self._y, label="RSS change (MiB)", side="left", label_offset="48px",
+                               grid_color="#eeeeee", tick_format=",.1f", tick_values=np.array([0.0]))
         self.rss_chart = bq.Figure(
-            marks=[self.warmup, self.ends],
-            axes=[
-                bq.Axis(scale=self._x, label="time (s)", grid_lines="none"),
-                # d3's default ticks are round numbers; a fixed count or format is not.
-                bq.Axis(scale=self._y, label="RSS (MiB)", side="left", label_offset="45px"),
-            ],
-            title="RSS", legend_location="top-left", animation_duration=0,
-            fig_margin={"top": 40, "bottom": 40, "left": 60, "right": 20},
-            layout=widgets.Layout(width="100%", height="330px"), _dom_classes=["leakwidget-rss-chart"],
+            marks=[], axes=[self._x_axis, self._y_axis], animation_duration=0, padding_y=0.0,
+            fig_margin=RSS_MARGIN, display_toolbar=False, legend_location="top-left",
+            layout=widgets.Layout(width="auto", height=f"{RSS_HEIGHT}px"), _dom_classes=["leakwidget-rss-chart"],
         )
-        self._dx, self._dy = bq.LinearScale(), bq.LinearScale(min=0.0)
+        self._dx, self._dy = bq.LinearScale(min=0.0, max=10.0), bq.LinearScale(min=0.0, max=1.0)
+        self._dx_axis = bq.Axis(scale=self._dx, label="iteration", grid_lines="none", tick_format=",.0f",
+                                label_offset="34px",
+                                tick_values=np.array([0.0]))
+        self._dy_axis = bq.Axis(scale=self._dy, label="step (ms)", side="left", label_offset="48px",
+                                grid_color="#eeeeee", tick_format=",.0f", tick_values=np.array([0.0]))
         self.duration_chart = bq.Figure(
-            marks=[],
-            axes=[
-                bq.Axis(scale=self._dx, label="iteration", grid_lines="none"),
-                bq.Axis(scale=self._dy, label="step (ms)", side="left", label_offset="45px"),
-            ],
-            title="Step duration", animation_duration=0, padding_y=0.0,
-            fig_margin={"top": 30, "bottom": 40, "left": 60, "right": 20},
-            layout=widgets.Layout(width="100%", height="170px"),
+            marks=[], axes=[self._dx_axis, self._dy_axis], title="Step duration", animation_duration=0,
+            padding_y=0.0, fig_margin=DURATION_MARGIN, display_toolbar=False,
+            title_style={"font-size": "13px"},
+            layout=widgets.Layout(width="auto", height=f"{DURATION_HEIGHT}px"),
             _dom_classes=["leakwidget-duration-chart"],
         )
         self.series: list[RunSeries] = []
@@ -120,84 +250,206 @@ class Charts:
         # that renders the figure while its marks change can miss the change.
         self._spare: RunSeries | None = self._make_series("", PALETTE[0])
         self._set_marks()
+        self._draw_axes()
+
+    # ------------------------------------------------------------------ marks
+    def _band(self, colour: str) -> bq.Lines:
+        return bq.Lines(x=_empty(), y=np.zeros((2, 0), np.float32), scales={"x": self._x, "y": self._unit},
+                        fill="between", colors=[colour], fill_colors=[colour], fill_opacities=[0.25],
+                        opacities=[0.0, 0.0])
 
     def _make_series(self, label: str, colour: str) -> RunSeries:
-        rss = bq.Lines(
-            x=_empty(), y=_empty(), scales={"x": self._x, "y": self._y}, colors=[colour],
-            labels=[label], display_legend=bool(label), stroke_width=1.5,
-        )
-        fit = bq.Lines(
-            x=_empty(), y=_empty(), scales={"x": self._x, "y": self._y}, colors=[colour],
-            line_style="dashed", stroke_width=2.5, labels=[f"{label} fit"],
-        )
-        dur = bq.Lines(x=_empty(), y=_empty(), scales={"x": self._dx, "y": self._dy},
-                       colors=[colour], labels=[label])
-        return RunSeries(label, colour, rss, dur, fit)
+        rss = bq.Lines(x=_empty(), y=_empty(), scales={"x": self._x, "y": self._y}, colors=[colour],
+                       labels=[label], stroke_width=2)
+        trend = bq.Lines(x=_empty(), y=_empty(), scales={"x": self._x, "y": self._y},
+                         colors=[KIND_COLOURS["running"]], line_style="dashed", stroke_width=2)
+        dur = bq.Lines(x=_empty(), y=_empty(), scales={"x": self._dx, "y": self._dy}, colors=[colour],
+                       labels=[label], stroke_width=1.5)
+        return RunSeries(label, colour, rss, trend, dur)
 
     def new_series(self, label: str) -> RunSeries:
         colour = PALETTE[len(self.series) % len(PALETTE)]
         self.ends.colors = [colour]
         spare, self._spare = self._spare, None
         if spare is not None:
-            with spare.rss.hold_sync():
-                spare.rss.labels, spare.rss.colors, spare.rss.display_legend = [label], [colour], True
-            spare.fit.labels, spare.fit.colors = [f"{label} fit"], [colour]
-            spare.duration.labels, spare.duration.colors = [label], [colour]
+            spare.rss.labels = spare.duration.labels = [label]
+            spare.rss.colors = spare.duration.colors = [colour]
             spare.label, spare.colour = label, colour
             self.series.append(spare)
+            self._draw_legend()
             return spare
         series = self._make_series(label, colour)
         self.series.append(series)
         if len(self.series) > MAX_SERIES:
             # Keep the first run (the baseline the others are compared with) and the newest.
-            dropped = self.series.pop(1)
-            for mark in (dropped.rss, dropped.fit, dropped.duration):
+            for mark in self.series.pop(1).marks:
                 mark.close()
         self._set_marks()
         self.ends.x = self.ends.y = _empty()
-        self.warmup.x, self.warmup.y = _empty(), np.zeros((2, 0), np.float32)
+        for band in self.bands.values():
+            band.x, band.y = _empty(), np.zeros((2, 0), np.float32)
+        self._draw_legend()
         return series
 
     def _set_marks(self) -> None:
         drawn = self.series + ([self._spare] if self._spare is not None else [])
-        marks = [self.warmup]
-        for s in drawn:
-            marks += [s.rss, s.fit]
+        marks: list[bq.Mark] = [*self.bands.values(), self.band_labels]
+        marks += [s.rss for s in drawn] + [s.trend for s in drawn]
         self.rss_chart.marks = [*marks, self.ends]
         self.duration_chart.marks = [s.duration for s in drawn]
 
-    def draw_rss(self, series: RunSeries, t: np.ndarray, rss: np.ndarray) -> None:
-        """The RSS line alone (while a long step runs)."""
-        x, y = minmax(t, rss / MIB, self.max_points) if t.size else (t, rss)
-        with series.rss.hold_sync():
-            series.rss.x, series.rss.y = _f32(x), _f32(y)
+    # ------------------------------------------------------------------ geometry
+    @property
+    def width(self) -> int:
+        """The charts' width in pixels, as the front end reported it."""
+        return self.legend.width or DEFAULT_WIDTH
 
-    def draw_run(self, series: RunSeries, t: np.ndarray, rss: np.ndarray,
-                 cols: dict[str, np.ndarray], verdict: Verdict) -> None:
-        """Everything of the current run: RSS, iteration ends, durations, fit, warm-up, slope."""
-        idx, end, rss_end, dur = cols["index"], cols["end"], cols["rss"], cols["duration"]
+    def plot_width(self) -> float:
+        return max(100.0, self.width - RSS_MARGIN["left"] - RSS_MARGIN["right"])
+
+    # ------------------------------------------------------------------ drawing
+    def rehearse(self, data: RunData, verdict: Verdict) -> None:
+        """Compute a redraw without drawing it: the first computation imports what numpy loads
+        lazily (numpy.ma, for np.median: ~5 MiB) and sizes the allocator's bins, and that must
+        happen before a run, not inside the first one measured."""
+        idx, dur, end, rss, _n = data.iterations.means()
+        data.samples.envelope()
+        data.iterations.envelope()
+        trend_line(verdict, idx, rss, end, last=(data.last_index, data.last_end))
+        duration_trend(idx, dur, 0)
+        nice_ticks(0.0, 1.0, self.plot_width(), _across)
+
+    def draw_rss(self, series: RunSeries, data: RunData, *, final: bool = False) -> None:
+        """The RSS line alone (while a long step runs). ``final``: the run has ended, and the
+        samples after its last iteration (the watch's own final verdict and clean-up) go."""
+        t, v = data.samples.envelope()
+        if final and data.last_index >= 0:
+            keep = t <= data.last_end + 0.01
+            t, v = t[keep], v[keep]
+        base = data.base()
+        with series.rss.hold_sync():
+            series.rss.x, series.rss.y = _f32(t), _f32((v - base) / MIB)
+        series.t_max = float(t[-1]) if t.size else 0.0
+        rng = data.samples.y_range(data.start if data.start is not None else -np.inf)
+        if rng is not None:
+            series.y_range = ((rng[0] - base) / MIB, (rng[1] - base) / MIB)
+        self._draw_axes()
+
+    def draw_run(self, series: RunSeries, data: RunData, verdict: Verdict, kind: str, *,
+                 final: bool = False) -> None:
+        """Everything of the current run: RSS, trend, iteration ends, durations, phases, legend.
+
+        ``kind`` is what the banner shows (a verdict kind, "retention" or "running")."""
+        marks = (*series.marks, self.ends, self.band_labels, *self.bands.values(), self.duration_chart)
         with ExitStack() as hold:
-            for w in (series.rss, series.fit, series.duration, self.ends, self.warmup, self.duration_chart):
+            for w in marks:
                 hold.enter_context(w.hold_sync())
-            self.draw_rss(series, t, rss)
-            if idx.size:
-                # Iteration ends are markers: a few hundred already read as a band.
-                ex, ey = minmax(end, rss_end / MIB, min(self.max_points, MAX_MARKERS))
-                self.ends.x, self.ends.y = _f32(ex), _f32(ey)
-                dx, dy = minmax(idx, dur * 1000.0, self.max_points)
-                series.duration.x, series.duration.y = _f32(dx), _f32(dy)
-            ft, fy = fit_in_time(verdict.fit, idx, end)
-            series.fit.x, series.fit.y = _f32(ft), _f32(fy / MIB)
-            w_end = warmup_end_time(verdict, idx, end)
-            if w_end is not None:
-                self.warmup.x = np.array([0.0, w_end], np.float32)
-                self.warmup.y = np.array([[0.0, 0.0], [1.0, 1.0]], np.float32)
-            slope = f"{format_bytes(verdict.slope, signed=True)}/it" if idx.size and verdict.iterations else ""
-            if slope != series.slope:
-                series.slope = slope
-                series.rss.labels = [f"{series.label}: {slope}" if slope else series.label]
-            if idx.size:
-                self._flag_duration(*duration_trend(idx, dur, verdict.warmup))
+            self.draw_rss(series, data, final=final)
+            idx, dur, end, rss, _n = data.iterations.means()
+            base = data.base()
+            tt, ty = trend_line(verdict, idx, rss, end, last=(data.last_index, data.last_end))
+            series.trend.x, series.trend.y = _f32(tt), _f32((ty - base) / MIB)
+            series.trend.colors = [KIND_COLOURS.get(kind, KIND_COLOURS["running"])]
+            if ty.size and series.y_range is not None:
+                lo, hi = float(ty.min() - base) / MIB, float(ty.max() - base) / MIB
+                series.y_range = (min(series.y_range[0], lo), max(series.y_range[1], hi))
+            self._draw_durations(series, data, verdict)
+            self._draw_ends(data, idx, end, rss, base)
+            self._draw_phases(data, verdict, idx, end)
+            series.kind = kind
+            # A slope in the legend only once it means something: a verdict, or the run's end.
+            decided = verdict.iterations and (final or kind in ("leak", "retention", "plateau", "stable"))
+            series.slope = f"{format_bytes(verdict.slope, signed=True)}/it" if decided else ""
+            self._draw_axes()
+            self._draw_legend()
+
+    def _draw_durations(self, series: RunSeries, data: RunData, verdict: Verdict) -> None:
+        x, y = data.iterations.envelope()
+        series.duration.x, series.duration.y = _f32(x), _f32(y * 1000.0)
+        series.last_index = max(data.last_index, 0.0)
+        after = x >= verdict.warmup  # a slow first iteration must not squash the rest
+        ms = y[after] if after.any() else y
+        series.ms_max = float(ms.max()) * 1000.0 if ms.size else 0.0
+        idx, dur, *_ = data.iterations.means()
+        if idx.size:
+            self._flag_duration(*duration_trend(idx, dur, verdict.warmup))
+
+    def _draw_ends(self, data: RunData, idx: np.ndarray, end: np.ndarray, rss: np.ndarray, base: float) -> None:
+        # Iteration ends are dots only while they stand apart; a denser run is a line.
+        t_max = max((s.t_max for s in self.series), default=0.0)
+        sparse = data.iterations.width == 1 and idx.size >= 2 and t_max > 0 and \
+            float(np.min(np.diff(end))) / t_max * self.plot_width() >= MARKER_GAP
+        if sparse or idx.size == 1:
+            self.ends.x, self.ends.y = _f32(end), _f32((rss - base) / MIB)
+        elif self.ends.x.size:
+            self.ends.x = self.ends.y = _empty()
+
+    def _draw_phases(self, data: RunData, verdict: Verdict, idx: np.ndarray, end: np.ndarray) -> None:
+        """The setup and warm-up shaded, each labelled where its band is wide enough."""
+        spans = {}
+        if data.start is not None and data.start > 0:
+            spans["setup"] = (0.0, data.start)
+        if verdict.warmup > 0 and idx.size and data.start is not None:
+            spans["warm-up"] = (data.start, float(np.interp(verdict.warmup - 1, idx, end)))
+        t_max = max(max((s.t_max for s in self.series), default=0.0), 1e-3)
+        xs, texts = [], []
+        for name, band in self.bands.items():
+            a, b = spans.get(name, (0.0, 0.0))
+            if b <= a:
+                band.x, band.y = _empty(), np.zeros((2, 0), np.float32)
+                continue
+            band.x = np.array([a, b], np.float32)
+            band.y = np.array([[0.0, 0.0], [1.0, 1.0]], np.float32)
+            if (b - a) / t_max * self.plot_width() >= _across(name) + 6:
+                xs.append((a + b) / 2)
+                texts.append(name)
+        if texts != list(self.band_labels.text):
+            self.band_labels.x, self.band_labels.y = np.array(xs, np.float32), np.ones(len(xs), np.float32)
+            self.band_labels.text = texts
+
+    def _draw_axes(self) -> None:
+        """Scales from the drawn data of every run; tick values chosen for the pixels there are."""
+        shown = [s for s in self.series if s.t_max > 0]
+        t_max = max((s.t_max for s in shown), default=0.0)
+        t_max = max(t_max, 1.0)
+        ranges = [s.y_range for s in shown if s.y_range is not None]
+        lo = min((r[0] for r in ranges), default=0.0)
+        hi = max((r[1] for r in ranges), default=MIN_SPAN_MIB)
+        if hi - lo < MIN_SPAN_MIB:
+            mid = (hi + lo) / 2
+            lo, hi = mid - MIN_SPAN_MIB / 2, mid + MIN_SPAN_MIB / 2
+        pad = 0.06 * (hi - lo)
+        last = max((s.last_index for s in shown), default=0.0)
+        ms = max((s.ms_max for s in shown), default=0.0)
+        scales = ((self._x, 0.0, t_max), (self._y, lo - pad, hi + pad), (self._dx, 0.0, max(last, 10.0)),
+                  (self._dy, 0.0, max(ms * 1.08, 1.0)))
+        for scale, a, b in scales:
+            if (scale.min, scale.max) != (a, b):
+                with scale.hold_sync():
+                    scale.min, scale.max = float(a), float(b)
+        plot_w = self.plot_width()
+        rss_h = RSS_HEIGHT - RSS_MARGIN["top"] - RSS_MARGIN["bottom"]
+        dur_h = DURATION_HEIGHT - DURATION_MARGIN["top"] - DURATION_MARGIN["bottom"]
+        self._set_ticks(self._x_axis, *nice_ticks(0.0, t_max, plot_w, _across))
+        self._set_ticks(self._y_axis, *nice_ticks(lo - pad, hi + pad, rss_h, _upright, gap=GAP_UPRIGHT))
+        self._set_ticks(self._dx_axis, *nice_ticks(0.0, max(last, 10.0), plot_w, _across, integer=True))
+        self._set_ticks(self._dy_axis, *nice_ticks(0.0, max(ms * 1.08, 1.0), dur_h, _upright, gap=GAP_UPRIGHT))
+
+    @staticmethod
+    def _set_ticks(axis: bq.Axis, ticks: np.ndarray, fmt: str) -> None:
+        old = axis.tick_values
+        if old is None or len(old) != len(ticks) or not np.array_equal(old, ticks) or axis.tick_format != fmt:
+            with axis.hold_sync():
+                axis.tick_values, axis.tick_format = ticks.astype(float), fmt
+
+    def _draw_legend(self) -> None:
+        current = self.series[-1] if self.series else None
+        entries = [{"label": s.label, "colour": s.colour, "kind": s.kind, "slope": s.slope,
+                    "current": s is current and len(self.series) > 1} for s in self.series]
+        phases = [{"label": name, "colour": PHASES[name]} for name, band in self.bands.items() if band.x.size]
+        if entries != self.legend.entries or phases != self.legend.phases:
+            with self.legend.hold_sync():
+                self.legend.entries, self.legend.phases = entries, phases
 
     def _flag_duration(self, flagged: bool, per_iteration: float) -> None:
         if flagged != self.duration_flagged:
@@ -209,8 +461,10 @@ class Charts:
         title = "Step duration"
         if flagged:
             title = f"Step duration \u26a0 slowing down: +{per_iteration * 1000:.3g} ms per iteration"
-        self.duration_chart.title = title
+        if self.duration_chart.title != title:
+            self.duration_chart.title = title
         # Colour through a style both ways: bqplot keeps a style that is merely removed.
         colour = KIND_COLOURS["leak"] if flagged else "currentColor"
         if self.duration_chart.title_style.get("fill") != colour:
-            self.duration_chart.title_style = {"fill": colour}
+            self.duration_chart.title_style = {"font-size": "13px", "fill": colour}
+

@@ -1,16 +1,22 @@
-"""The live dashboard: verdict banner, RSS and step-duration charts, controls, pipeline strip.
+"""The live dashboard: headline and details, controls, RSS and step-duration charts, pipeline strip.
 
 :class:`Dashboard` is an ``ipywidgets.VBox`` and an engine :class:`~leakwidget.engine.observer.
-Observer`: it keeps its own bounded copy of what the stream brings (samples, records, stages,
-verdicts) and touches nothing else of the engine, so it can follow a watch run anywhere. It
-redraws by the clock (at most every ``refresh_interval``), never per iteration.
+Observer`: it keeps its own bounded copy of what the stream brings (samples and iterations in
+fixed buckets, the live verdict, the stages) and touches nothing else of the engine, so it can
+follow a watch run anywhere. It redraws by the clock (at most every ``refresh_interval``),
+never per iteration.
+
+It must not measure itself: the process it draws is the one it lives in. Its buckets are
+allocated once per dashboard and reused by every run; a redraw allocates only arrays of the
+number of points drawn (bounded by ``max_points``), never anything that grows with the run;
+what the first redraw would import or allocate for the first time is done at construction.
 
 Stop, Run again and Bisect work while a ``%%leakwatch`` cell runs when the kernel can deliver
 clicks (ipykernel >= 7 with the async cell rewrite of :mod:`.delivery`); otherwise the note under
 the banner says so. Run again and Bisect run as tasks on the kernel's loop (:mod:`.scheduler`),
 so Stop keeps working during them and each configuration is overlaid as its own series.
 
-The DOM contract the browser test relies on is in docs/widget.md.
+The DOM contract the browser tests rely on is in docs/widget.md.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import ipywidgets as widgets
@@ -26,51 +32,72 @@ import numpy as np
 from IPython import get_ipython
 
 from ..engine.observer import BaseObserver, RunControl
-from ..engine.records import IterationRecord, RecordLog
+from ..engine.records import IterationRecord
 from ..engine.result import WatchResult
-from ..engine.sampler import Series
 from ..engine.search import BisectResult
 from ..engine.spec import WatchSpec
 from ..engine.verdict import Verdict
-from ..report.svg import projection_text, record_columns, result_mimebundle
-from ..stages import Stage
+from ..report.svg import result_mimebundle
+from ..stages import Stage, StageState
 from . import delivery
-from .banner import banner_html, note_html
-from .charts import Charts, RunSeries
+from .banner import (
+    Banner,
+    banner_html,
+    bisect_banner,
+    details_html,
+    final_banner,
+    live_banner,
+    note_html,
+)
+from .charts import Charts, RunData, RunSeries
 from .scheduler import Scheduler
 from .strip import PipelineStrip
 
 __all__ = ["Dashboard", "show_dashboard"]
+
+PUBLISHER_DRAWS_AFTER = 2.5  # refresh intervals without a redraw before the sampler's thread draws
 
 
 class Dashboard(widgets.VBox, BaseObserver):
     """Live view of a watch, and the controls to steer the hunt."""
 
     def __init__(self, *, max_points: int = 2000, refresh_interval: float = 0.4, **kwargs: Any) -> None:
-        if max_points < 4:
-            raise ValueError(f"max_points must be at least 4, got {max_points}")
+        if max_points < 8:
+            raise ValueError(f"max_points must be at least 8, got {max_points}")
         if not refresh_interval > 0:
             raise ValueError(f"refresh_interval must be positive, got {refresh_interval}")
         kwargs.setdefault("_dom_classes", ["leakwidget-dashboard"])
         super().__init__(**kwargs)
         self.max_points = int(max_points)
         self.refresh_interval = float(refresh_interval)
-        self.banner = widgets.HTML(banner_html("running", "Waiting for the watch to start\u2026", "", True),
-                                   _dom_classes=["leakwidget-banner"])
+        self.banner = widgets.HTML(banner_html(Banner("running", "Waiting for the watch to start\u2026"),
+                                               running=True), _dom_classes=["leakwidget-banner"])
+        self._details_text = widgets.HTML("", _dom_classes=["leakwidget-details-body"])
+        # An accordion keeps its open state while its text changes (a <details> rebuilt by each
+        # update would snap shut).
+        self.details = widgets.Accordion(children=[self._details_text], titles=("Details",),
+                                         selected_index=None, _dom_classes=["leakwidget-details"])
         self.note = widgets.HTML("", _dom_classes=["leakwidget-note"])
         self.charts = Charts(self.max_points)
         self.rss_chart, self.duration_chart = self.charts.rss_chart, self.charts.duration_chart
+        self.legend = self.charts.legend
         self.stop_button = widgets.Button(description="Stop", icon="stop", disabled=True,
                                           button_style="danger", _dom_classes=["leakwidget-stop"])
         self.run_again_button = widgets.Button(description="Run again", icon="repeat", disabled=True,
+                                               tooltip="Run the step again, with the pipeline strip's "
+                                                       "on / serial / off choices",
                                                _dom_classes=["leakwidget-run-again"])
         self.bisect_button = widgets.Button(
             description="Bisect", icon="search", disabled=True, layout=widgets.Layout(display="none"),
             tooltip="Find the stage(s) whose being on makes memory grow", _dom_classes=["leakwidget-bisect"],
         )
-        self.controls = widgets.HBox([self.stop_button, self.run_again_button, self.bisect_button])
+        # A row that wraps, with room for more buttons (a report, a fix to try).
+        self.controls = widgets.HBox([self.stop_button, self.run_again_button, self.bisect_button],
+                                     layout=widgets.Layout(flex_flow="row wrap"),
+                                     _dom_classes=["leakwidget-controls"])
         self.strip = PipelineStrip()
-        self.children = [self.banner, self.note, self.rss_chart, self.duration_chart, self.controls]
+        self.children = [self.banner, self.details, self.note, self.controls, self.rss_chart, self.legend,
+                         self.duration_chart]
         self.scheduler = Scheduler(self)
         self.stop_button.on_click(lambda _b: self.scheduler.stop())
         self.run_again_button.on_click(lambda _b: self.scheduler.run_again())
@@ -80,14 +107,16 @@ class Dashboard(widgets.VBox, BaseObserver):
         self.last_bisect: BisectResult | None = None
         self.run: RunControl | None = None  # the run being shown, while it runs
         self.spec: WatchSpec | None = None  # the last run's spec (Run again starts from it)
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # one redraw at a time
+        self._data_lock = threading.Lock()  # the buckets: filled by two threads, read by redraws
         self._current: RunSeries | None = None
-        self._samples = Series()
-        self._log = RecordLog()
+        self._data = RunData(self.max_points // 2)
         self._verdict = Verdict("inconclusive")
         self._stages: list[Stage] = []
-        self._last_full = self._last_rss = -np.inf
+        self._last_draw = -np.inf
         self._runs = 0
+        self._report: Any = None  # the display handle of the text report under the dashboard
+        self._rehearse()
 
     @property
     def series(self) -> list[RunSeries]:
@@ -96,6 +125,16 @@ class Dashboard(widgets.VBox, BaseObserver):
     @property
     def duration_flagged(self) -> bool:
         return self.charts.duration_flagged
+
+    def _rehearse(self) -> None:
+        """Draw once, off the record, before any run: what a first redraw imports (numpy.ma, for
+        np.median) and allocates for the first time must not land inside the run it draws."""
+        data = RunData(8)
+        for i in range(24):
+            data.add_sample(i * 0.01, 1.0e8 + i)
+            data.add_iteration(i, i * 0.01, i * 0.01 + 0.01, 1.0e8 + i, 0.01)
+        self.charts.rehearse(data, Verdict("leak", slope=1.0, onset=4, iterations=24,
+                                           fit=[(4.0, 1.0e8 + 4), (23.0, 1.0e8 + 23)]))
 
     # ------------------------------------------------------------------ display
     def _repr_mimebundle_(self, **kwargs: Any) -> dict | None:
@@ -114,6 +153,18 @@ class Dashboard(widgets.VBox, BaseObserver):
         bundle.update(result_mimebundle(self.last_result))
         return bundle
 
+    def show_report(self, result: WatchResult) -> None:
+        """Print the run's answer under the dashboard, for viewers without widgets; later runs
+        (Run again, Bisect) replace it in place, so it never describes an older run."""
+        from IPython.display import display
+
+        # Short: in JupyterLab it sits under the dashboard, which says all of it already.
+        text = report_text(final_banner(result), lines=1)
+        if self._report is None:
+            self._report = display({"text/plain": text}, raw=True, display_id=True)
+        else:
+            self._report.update({"text/plain": text}, raw=True)
+
     # ------------------------------------------------------------------ the stream
     def on_start(self, run: RunControl) -> None:
         with self._lock:
@@ -121,16 +172,16 @@ class Dashboard(widgets.VBox, BaseObserver):
             self._runs += 1
             label = run.label or (f"run {self._runs}" if self._runs == 1
                                   else f"run {self._runs}: {run.spec.toggles}")
+            with self._data_lock:
+                self._data.clear()
             self._current = self.charts.new_series(label)
-            self._samples.clear()
-            self._log = RecordLog()
             self._verdict = Verdict("inconclusive")
-            self._last_full = self._last_rss = -np.inf
+            self._last_draw = -np.inf
             self.stop_button.disabled = False
             self.run_again_button.disabled = False
-            self._set_banner("running", f"Running {label}\u2026", "", running=True)
+            self._set_banner(Banner("running", f"Running {label}\u2026"), running=True)
             if self.scheduler.bisecting:
-                note = "Bisecting: each configuration is drawn as its own series."
+                note = "Bisecting: each configuration is drawn as its own run."
             else:
                 note = "" if delivery.clicks_delivered(run, get_ipython()) else delivery.NO_DELIVERY_NOTE
             self.note.value = note_html(note)
@@ -141,12 +192,13 @@ class Dashboard(widgets.VBox, BaseObserver):
             self._show_stages()
 
     def on_samples(self, t: np.ndarray, rss: np.ndarray) -> None:
-        for ti, vi in zip(t.tolist(), rss.tolist(), strict=True):
-            self._samples.append(ti, vi)  # a Series has its own lock
-        if time.perf_counter() - self._last_rss < self.refresh_interval:
+        with self._data_lock:
+            for ti, vi in zip(t.tolist(), rss.tolist(), strict=True):
+                self._data.add_sample(ti, vi)
+        # Drawn from this thread only while the loop is not drawing (a long step, the setup):
+        # otherwise the loop's next redraw shows these samples anyway.
+        if time.perf_counter() - self._last_draw < PUBLISHER_DRAWS_AFTER * self.refresh_interval:
             return
-        # Drawn here only while the loop is not drawing (a long step, the setup): otherwise
-        # its next full redraw shows these samples anyway.
         if self._lock.acquire(blocking=False):
             try:
                 if self._current is not None:
@@ -155,9 +207,10 @@ class Dashboard(widgets.VBox, BaseObserver):
                 self._lock.release()
 
     def on_iteration(self, record: IterationRecord) -> None:
-        with self._lock:
-            self._log.append(record)
-            if time.perf_counter() - self._last_full >= self.refresh_interval:
+        with self._data_lock:
+            self._data.add_iteration(record.index, record.start, record.end, record.rss, record.duration)
+        if time.perf_counter() - self._last_draw >= self.refresh_interval:
+            with self._lock:
                 self._guarded(self._draw_full)
 
     def on_verdict(self, verdict: Verdict) -> None:
@@ -173,10 +226,12 @@ class Dashboard(widgets.VBox, BaseObserver):
             self.run = None
             self.stop_button.disabled = True
             self.run_again_button.disabled = False
+            if self._report is not None:
+                self._guarded(lambda: self.show_report(result))
             self.scheduler.finished()
 
     # ------------------------------------------------------------------ drawing
-    def _guarded(self, draw: Any) -> None:
+    def _guarded(self, draw: Callable[[], None]) -> None:
         # A drawing problem must never end the user's run: it is reported in the note instead.
         try:
             draw()
@@ -184,33 +239,32 @@ class Dashboard(widgets.VBox, BaseObserver):
             self.note.value = note_html(f"The dashboard could not redraw: {type(exc).__name__}: {exc}")
 
     def _draw_rss(self) -> None:
-        t, v = self._samples.arrays()
-        self.charts.draw_rss(self._current, t, v.astype(float))
-        self._last_rss = time.perf_counter()
+        with self._data_lock:
+            self.charts.draw_rss(self._current, self._data)
+        self._last_draw = time.perf_counter()
 
     def _draw_full(self, final: WatchResult | None = None) -> None:
         if self._current is None:
             return
-        t, v = self._samples.arrays()
-        cols = record_columns(final if final is not None else self._log)
         verdict = self._verdict
-        self.charts.draw_run(self._current, t, v.astype(float), cols, verdict)
         if final is None:
-            n = int(cols["index"][-1]) + 1 if cols["index"].size else 0
-            shown = verdict.kind if verdict.kind in ("leak", "plateau", "stable") else "running"
-            text = f"{self._current.label}: iteration {n:,}. {verdict.summary}".strip()
-            self._set_banner(shown, text, projection_text(verdict), running=True)
+            with self._data_lock:
+                n, seconds = int(self._data.last_index) + 1, self._data.last_end
+            banner = live_banner(self._current.label, n, seconds, verdict)
         else:
-            self._set_banner(verdict.kind, _final_text(final), projection_text(verdict), running=False)
-        self._last_full = self._last_rss = time.perf_counter()
+            banner = final_banner(final)
+        with self._data_lock:
+            self.charts.draw_run(self._current, self._data, verdict, banner.kind, final=final is not None)
+        self._set_banner(banner, running=final is None, verdict=verdict.kind)
+        self._last_draw = time.perf_counter()
 
-    def _set_banner(self, kind: str, summary: str, projection: str, *, running: bool) -> None:
-        # Leak summaries already end with the projection; do not say it twice.
-        if "runs out" in summary:
-            projection = ""
-        value = banner_html(kind, summary, projection, running)
+    def _set_banner(self, banner: Banner, *, running: bool, verdict: str = "") -> None:
+        value = banner_html(banner, running=running, verdict=verdict)
         if value != self.banner.value:
             self.banner.value = value
+        details = details_html(banner.details)
+        if details != self._details_text.value:
+            self._details_text.value = details
 
     def _show_stages(self, *, prune_wishes: bool = False) -> None:
         self.strip.show(self._stages)
@@ -246,32 +300,40 @@ class Dashboard(widgets.VBox, BaseObserver):
         toggled = dataclasses.replace(spec, off=tuple(off), serial=tuple(serial), label="")
         return dataclasses.replace(toggled, label=f"run {self._runs + 1}: {toggled.toggles}")
 
-    def show_bisect(self, result: BisectResult) -> None:
-        """Mark the culprits of a bisection in the strip and put its summary in the note.
+    def show_bisect(self, result: BisectResult, restore: WatchSpec | None = None) -> None:
+        """The bisection's answer as the headline, its culprits marked in the strip, and the strip
+        back in the user's own configuration (``restore``, the spec the search started from; by
+        default the last run's with every stage on), so Run again runs what the user had.
 
         Called after the Bisect button's search, and after ``%%leakwatch --bisect``.
         """
-        culprits = [c.id for c in result.culprits]
-        self.strip.culprits = culprits
-        summary = result.summary or (
-            f"Bisect blames: {', '.join(culprits)}." if culprits else "Bisect found no single culprit."
-        )
-        self.note.value = note_html(summary)
-        self.last_bisect = result
+        with self._lock:
+            base = restore if restore is not None else (
+                dataclasses.replace(self.spec, off=(), serial=(), label="") if self.spec is not None else None)
+            if base is not None:
+                self.spec = base
+                self._stages = [dataclasses.replace(s, state=_state_in(s, base)) for s in self._stages]
+                self.strip.show(self._stages)
+                self.strip.states = {}
+            self.strip.culprits = [c.id for c in result.culprits]
+            verdict = result.configurations[0].kind if result.configurations else ""
+            self._set_banner(bisect_banner(result), running=False, verdict=verdict)
+            self.note.value = ""
+            self.last_bisect = result
 
 
-def _final_text(result: WatchResult) -> str:
-    text = result.verdict.summary
-    if result.stopped:
-        text += f" (stopped: {result.stopped})"
-    if result.error is not None:
-        text += f" The step raised {type(result.error).__name__}: {result.error}"
-    # What is growing (Python objects, native memory, or the allocator keeping freed memory)
-    # belongs beside the verdict: "leak" + "allocator" reads very differently.
-    att = result.attribution
-    if att is not None and att.kind != "none" and att.summary:
-        text += f" \u2014 {att.summary}"
-    return text
+def _state_in(stage: Stage, spec: WatchSpec) -> StageState:
+    """The state ``spec`` gives ``stage`` (its id or its kind listed as off or serial)."""
+    if stage.id in spec.off or stage.kind in spec.off:
+        return "off"
+    if stage.id in spec.serial or stage.kind in spec.serial:
+        return "serial"
+    return "on"
+
+
+def report_text(banner: Banner, *, lines: int | None = None) -> str:
+    """The text report: the headline, then the details (their first ``lines``)."""
+    return "\n".join([banner.headline, *banner.details[:lines]])
 
 
 def show_dashboard() -> Dashboard:

@@ -18,6 +18,12 @@ The setup statement runs once; the cell body is the step. Sizes accept units ("2
     next(it)
 
     %leakwatch -n 200 --no-widget process(batch)
+
+    %%leakwatch --isolate -t 30 it = iter(make_dataset())     # in a fresh worker process
+    next(it)
+
+    %%leakwatch --compare-allocators -t 30 it = iter(make_dataset())
+    next(it)
 """
 
 from __future__ import annotations
@@ -32,15 +38,20 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
 from ..engine.bisect import run_bisection
+from ..engine.cluster import ClusterError, connect
+from ..engine.compare import CompareResult, run_compare
+from ..engine.isolate import IsolationError, run_watch
+from ..engine.kinds import ALLOCATORS
 from ..engine.observer import Observer
 from ..engine.result import WatchResult
 from ..engine.search import BisectResult
 from ..engine.spec import WatchSpec
 from ..engine.units import parse_size
-from ..engine.watch import NO_PAUSE, Pause, Watch, WatchAlreadyRunning, YieldToLoop, run_sync
+from ..engine.watch import NO_PAUSE, Pause, WatchAlreadyRunning, YieldToLoop, run_sync
 from ..stages import parse_ids
 from . import delivery
 from .progress import ProgressLine
+from .shipping import ship_cell
 
 PROG = "%%leakwatch"
 
@@ -128,11 +139,30 @@ def build_parser() -> argparse.ArgumentParser:
                    help="trace allocations with tracemalloc and list the growing sites")
     p.add_argument("--lines", action="store_true",
                    help="line-by-line memory increments of the step (memory_profiler; slower)")
+    p.add_argument("--native", action="store_true",
+                   help="call stacks (C/C++ and Python) of native memory allocated and not freed "
+                        "in a window of iterations (memray)")
+    p.add_argument("--isolate", action="store_true",
+                   help="run the setup and the step in a fresh worker process (the notebook names "
+                        "the cell uses travel with it)")
+    p.add_argument("--env", type=_env_pair, action="append", default=[], metavar="NAME=VALUE",
+                   help="an environment variable of the worker process (repeatable; implies --isolate)")
+    p.add_argument("--allocator", choices=ALLOCATORS,
+                   help="the worker's malloc: glibc, jemalloc or tcmalloc (implies --isolate)")
+    p.add_argument("--compare-allocators", action="store_true",
+                   help="run the watch under glibc, MALLOC_ARENA_MAX=2, jemalloc and tcmalloc, "
+                        "each in a worker, overlaid on one chart")
+    p.add_argument("--jobs", type=_positive_int, metavar="N",
+                   help="with --bisect or --compare-allocators: N runs at a time, each in its own "
+                        "worker process (default: one per free core)")
+    p.add_argument("--cluster", metavar="ADDRESS",
+                   help="with --bisect: run the configurations as tasks on the Dask scheduler at ADDRESS")
     return p
 
 
 # Options that take a value, so the split between options and setup statement is exact.
-_VALUED = {"-n", "--iterations", "-t", "--seconds", "--warmup", "--max-rss", "-o", "--off", "--serial"}
+_VALUED = {"-n", "--iterations", "-t", "--seconds", "--warmup", "--max-rss", "-o", "--off", "--serial",
+           "--env", "--allocator", "--jobs", "--cluster"}
 
 
 def split_line(line: str) -> tuple[list[str], str]:
@@ -183,7 +213,20 @@ def parse(line: str) -> tuple[argparse.Namespace, str]:
         raise _usage_error("--bisect chooses the stages itself; drop --off/--serial")
     if args.output is not None and (not args.output.isidentifier() or keyword.iskeyword(args.output)):
         raise _usage_error(f"-o needs a variable name, not {args.output!r}")
+    if args.compare_allocators and (args.bisect or args.allocator):
+        raise _usage_error("--compare-allocators runs every allocator itself; drop --bisect/--allocator")
+    if args.jobs is not None and not (args.bisect or args.compare_allocators):
+        raise _usage_error("--jobs goes with --bisect or --compare-allocators")
+    if args.cluster is not None and not args.bisect:
+        raise _usage_error("--cluster goes with --bisect")
     return args, rest
+
+
+def _env_pair(text: str) -> tuple[str, str]:
+    name, eq, value = text.partition("=")
+    if not eq or not name.strip() or not name.strip().isidentifier():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, not {text!r}")
+    return name.strip(), value
 
 
 def _help_text() -> str:
@@ -211,10 +254,16 @@ class CellRun:
             exec(setup_code, ns)  # noqa: S102
 
         a = self.args
+        if a.isolate or a.env or a.allocator or a.compare_allocators or a.jobs or a.cluster:
+            # It runs in worker processes: the code and the notebook names it reads travel.
+            sources = [shell.transform_cell(src) for src in (setup_src, step_src) if src.strip()]
+            cell = ship_cell(ns, step_code, setup_code, sources, PROG)
+            step, setup = cell.step, cell.setup
         self.spec = WatchSpec(
             step=step, setup=setup if setup_code is not None else None, iterations=a.iterations,
             seconds=a.seconds, warmup=a.warmup, max_rss=a.max_rss, off=a.off, serial=a.serial,
-            trace=a.trace, lines=a.lines, code=step_code,
+            trace=a.trace, lines=a.lines, native=a.native, code=step_code,
+            isolate=a.isolate, env=tuple(a.env), allocator=a.allocator,
         )
         self.dashboard = None
 
@@ -231,17 +280,27 @@ class CellRun:
             return [self.dashboard]
         return [] if self.args.quiet else [ProgressLine()]
 
-    async def run(self, pause: Pause) -> WatchResult | BisectResult:
+    async def run(self, pause: Pause) -> WatchResult | BisectResult | CompareResult:
         observers = self._observers()
+        a = self.args
         try:
-            if self.args.bisect:
-                result = await run_bisection(self.spec, observers=observers, pause=pause)
+            if a.compare_allocators:
+                result = await run_compare(self.spec, observers=observers, pause=pause, jobs=a.jobs)
+                self._report_compare(result)
+            elif a.bisect:
+                client = connect(a.cluster) if a.cluster else None
+                try:
+                    result = await run_bisection(self.spec, observers=observers, pause=pause,
+                                                 jobs=a.jobs, client=client)
+                finally:
+                    if client is not None:
+                        client.close()
                 self._report_bisect(result)
             else:
-                result = await Watch(self.spec, observers).run_async(pause)
+                result = await run_watch(self.spec, observers, pause)
                 self._report(result)
-        except WatchAlreadyRunning as exc:
-            raise UsageError(str(exc)) from None
+        except (WatchAlreadyRunning, IsolationError, ClusterError) as exc:
+            raise UsageError(f"{PROG}: {exc}") from None
         return result
 
     def _store(self, result: WatchResult | BisectResult) -> None:
@@ -251,10 +310,16 @@ class CellRun:
     def _report(self, result: WatchResult) -> None:
         self._store(result)
         a = self.args
-        if result.error is not None:
+        if result.stopped == "worker-died":
+            print(f"[leakwatch] {result.error} Its partial result is kept"
+                  + (f" in {a.output!r}." if a.output else "."), file=sys.stderr)
+        elif result.error is not None:
             # Show the user's traceback as IPython would, then say where the run stopped.
             err = result.error
-            self.shell.showtraceback((type(err), err, err.__traceback__), tb_offset=2)
+            if err.__traceback__ is None and result.error_traceback:  # raised in a worker
+                print(result.error_traceback, end="", file=sys.stderr)
+            else:
+                self.shell.showtraceback((type(err), err, err.__traceback__), tb_offset=2)
             where = ("the setup statement" if result.error_iteration is None
                      else f"iteration {result.error_iteration}")
             print(f"[leakwatch] {type(err).__name__} raised in {where}; the run stopped and its "
@@ -269,7 +334,16 @@ class CellRun:
 
             display(result)
         else:
-            print(result.verdict.summary)
+            # Under the dashboard, for viewers without widgets; Run again replaces it in place.
+            self.dashboard.show_report(result)
+
+    def _report_compare(self, result: CompareResult) -> None:
+        self._store(result)
+        if self.args.quiet:
+            return
+        from IPython.display import display
+
+        display(result)  # the table and the overlaid chart
 
     def _report_bisect(self, result: BisectResult) -> None:
         if self.dashboard is not None:

@@ -33,7 +33,7 @@ class Steered(Observer, Protocol):
 
     def next_spec(self) -> WatchSpec: ...
 
-    def show_bisect(self, result: BisectResult) -> None: ...
+    def show_bisect(self, result: BisectResult, restore: WatchSpec | None = None) -> None: ...
 
 
 class BisectStopped(Exception):
@@ -134,7 +134,8 @@ class Scheduler:
         finally:
             self.bisecting, self._halt = False, False
             self.dash.strip.disabled = self.dash.bisect_button.disabled = False
-        self.dash.show_bisect(result)
+        # The strip goes back to what the user had, so Run again runs that.
+        self.dash.show_bisect(result, restore=spec)
 
     def on_configuration(self, config: Configuration, watch: Watch) -> None:
         # Each configuration's watch has the dashboard as an observer, so it gets its own

@@ -15,22 +15,50 @@ import anywidget
 import traitlets
 
 from ..stages import STAGE_STATES, Stage
+from ..stages.tfdata.pseudo import PSEUDO_STAGES
 
 MAX_STAGES = 200  # a strip wider than this is unreadable anyway
 
-_PACKAGED = Path(__file__).resolve().parent.parent / "static" / "pipeline.js"
-_SOURCE = Path(__file__).resolve().parents[2] / "js" / "src" / "pipeline.js"
+_PACKAGED = Path(__file__).resolve().parent.parent / "static"
+_SOURCE = Path(__file__).resolve().parents[2] / "js" / "src"
+
+# Why a stage stays on when clicked: shown in its tooltip. Kinds not listed get the last entry.
+FIXED_REASONS = {
+    "batch": "it makes the batches the rest of the pipeline receives",
+    "padded_batch": "it makes the batches the rest of the pipeline receives",
+    "repeat": "it decides how many elements there are",
+    "from_generator": "it is the source of the elements",
+    "": "it is a source, or its output is what the rest of the pipeline needs as it is",
+}
+NO_SERIAL = "it already works on one element at a time, so a click switches it between on and off"
+
+
+def js_module(name: str) -> Path:
+    """A front-end ES module: the wheel's copy when installed, else the checkout's source."""
+    packaged = _PACKAGED / name
+    return packaged if packaged.is_file() else _SOURCE / name
 
 
 def strip_module() -> Path:
-    """The strip's ES module: the wheel's copy when installed, else the checkout's source."""
-    return _PACKAGED if _PACKAGED.is_file() else _SOURCE
+    """The strip's ES module."""
+    return js_module("pipeline.js")
 
 
 def stage_dict(stage: Stage) -> dict:
-    """A recorded Stage as the JSON dict the strip draws (reprs only: nothing live is synced)."""
+    """A recorded Stage as the JSON dict the strip draws (reprs only: nothing live is synced).
+
+    ``group`` puts TensorFlow's own options (switched through ``tf.data.Options``) apart from
+    the stages the user's code built; ``why`` says why a click cannot switch it off, or why it
+    has no serial form."""
     d = stage.to_dict()
     d["args"] = {str(k): str(v) for k, v in d["args"].items()}
+    d["group"] = "tensorflow" if stage.id in PSEUDO_STAGES else "pipeline"
+    if not stage.toggleable:
+        d["why"] = f"Cannot be switched off: {FIXED_REASONS.get(stage.kind, FIXED_REASONS[''])}."
+    elif not stage.parallel:
+        d["why"] = f"No serial form: {NO_SERIAL}."
+    else:
+        d["why"] = ""
     return d
 
 

@@ -59,3 +59,136 @@ def minmax(x: np.ndarray, y: np.ndarray, max_points: int = 2000) -> tuple[np.nda
     # A bucket whose min and max are the same sample would emit it twice; drop the duplicate.
     keep = keep[np.r_[True, keep[1:] != keep[:-1]]]
     return x[keep], y[keep]
+
+
+class Buckets:
+    """A time-ordered series kept as at most ``capacity`` buckets, in arrays allocated once.
+
+    What a live chart needs of a series of any length, at the grain of its pixels: each bucket
+    holds ``width`` consecutive points (the newest bucket fewer) and keeps their first and last x,
+    their sums (for means), and the lowest and the highest y with their x (a one-sample spike stays
+    visible). When every bucket is used, neighbours merge in pairs and ``width`` doubles, so the
+    whole run stays in view at one grain. ``extras`` more values per point are kept as sums, for
+    their means per bucket (an iteration's end time and RSS beside its duration).
+
+    Appending costs a few float operations and allocates nothing: the open bucket lives in a
+    Python list, closed ones in the pre-allocated arrays, and merges work in place. A view that
+    measures memory must not grow it (see "Its own footprint" in the README).
+    """
+
+    # Rows of the array: first x, last x, sum x, sum y, count, x of min, min, x of max, max.
+    _X0, _X1, _SX, _SY, _N, _XLO, _YLO, _XHI, _YHI = range(9)
+
+    def __init__(self, capacity: int = 1000, extras: int = 0) -> None:
+        if capacity < 4 or capacity % 2:
+            raise ValueError(f"capacity must be an even number of at least 4, got {capacity}")
+        self.capacity = capacity
+        self.extras = extras
+        # Written once now (np.ones, not np.empty), so the pages are resident before a run.
+        self._a = np.ones((9 + extras, capacity))
+        self.width = 1
+        self.closed = 0
+        self.total = 0  # points ever appended
+        self._open: list[float] | None = None
+
+    def __len__(self) -> int:
+        return self.closed + (self._open is not None)
+
+    def clear(self) -> None:
+        self.width, self.closed, self.total, self._open = 1, 0, 0, None
+
+    def append(self, x: float, y: float, *extra: float) -> None:
+        self.total += 1
+        b = self._open
+        if b is None:
+            self._open = b = [x, x, x, y, 1.0, x, y, x, y, *extra]
+        else:
+            b[1] = x
+            b[2] += x
+            b[3] += y
+            b[4] += 1.0
+            if y < b[6]:
+                b[5], b[6] = x, y
+            if y > b[8]:
+                b[7], b[8] = x, y
+            for k, e in enumerate(extra, 9):
+                b[k] += e
+        if b[4] >= self.width:
+            self._close()
+
+    def _close(self) -> None:
+        self._a[:, self.closed] = self._open
+        self.closed += 1
+        self._open = None
+        if self.closed == self.capacity:
+            self._merge()
+
+    def _merge(self) -> None:
+        a, half = self._a, self.capacity // 2
+        even, odd = a[:, 0::2], a[:, 1::2]
+        low_odd = odd[self._YLO] < even[self._YLO]
+        high_odd = odd[self._YHI] > even[self._YHI]
+        merged = even + odd  # the sums (a capacity-sized temporary, once per doubling)
+        merged[self._X0] = even[self._X0]
+        merged[self._X1] = odd[self._X1]
+        merged[self._XLO] = np.where(low_odd, odd[self._XLO], even[self._XLO])
+        merged[self._YLO] = np.where(low_odd, odd[self._YLO], even[self._YLO])
+        merged[self._XHI] = np.where(high_odd, odd[self._XHI], even[self._XHI])
+        merged[self._YHI] = np.where(high_odd, odd[self._YHI], even[self._YHI])
+        a[:, :half] = merged
+        self.closed = half
+        self.width *= 2
+
+    def _rows(self) -> np.ndarray:
+        """The buckets so far, the open one included: a view, or a small copy with it."""
+        if self._open is None:
+            return self._a[:, : self.closed]
+        rows = np.empty((self._a.shape[0], self.closed + 1))
+        rows[:, :-1] = self._a[:, : self.closed]
+        rows[:, -1] = self._open
+        return rows
+
+    def envelope(self) -> tuple[np.ndarray, np.ndarray]:
+        """(x, y) to draw: each bucket's lowest and highest point, in x order (one point for a
+        bucket of one)."""
+        r = self._rows()
+        lo_first = r[self._XLO] <= r[self._XHI]
+        x = np.empty((r.shape[1], 2))
+        y = np.empty((r.shape[1], 2))
+        x[:, 0] = np.where(lo_first, r[self._XLO], r[self._XHI])
+        y[:, 0] = np.where(lo_first, r[self._YLO], r[self._YHI])
+        x[:, 1] = np.where(lo_first, r[self._XHI], r[self._XLO])
+        y[:, 1] = np.where(lo_first, r[self._YHI], r[self._YLO])
+        single = r[self._N] <= 1
+        keep = np.ones((r.shape[1], 2), dtype=bool)
+        keep[:, 1] = ~single
+        return x[keep], y[keep]
+
+    def means(self) -> tuple[np.ndarray, ...]:
+        """(mean x, mean y, *mean extras, count) per bucket."""
+        r = self._rows()
+        n = r[self._N]
+        return (r[self._SX] / n, r[self._SY] / n, *(r[9 + k] / n for k in range(self.extras)), n.copy())
+
+    def last(self) -> tuple[float, ...] | None:
+        """(last x, mean y, *mean extras) of the newest bucket, or None when empty."""
+        r = self._rows()
+        if not r.shape[1]:
+            return None
+        n = r[self._N, -1]
+        return (float(r[self._X1, -1]), float(r[self._SY, -1] / n),
+                *(float(r[9 + k, -1] / n) for k in range(self.extras)))
+
+    def first_at(self, x: float) -> float | None:
+        """The mean y of the first bucket that reaches ``x`` (None: none does yet)."""
+        r = self._rows()
+        at = np.flatnonzero(r[self._X1] >= x)
+        return float(r[self._SY, at[0]] / r[self._N, at[0]]) if at.size else None
+
+    def y_range(self, x_from: float = -np.inf) -> tuple[float, float] | None:
+        """Lowest and highest y of the buckets that start at or after ``x_from`` (None: none)."""
+        r = self._rows()
+        keep = r[self._X0] >= x_from
+        if not keep.any():
+            return None
+        return float(r[self._YLO, keep].min()), float(r[self._YHI, keep].max())

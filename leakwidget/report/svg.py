@@ -21,24 +21,27 @@ from ..engine.result import WatchResult
 from ..engine.units import format_duration
 from ..engine.verdict import Verdict
 from .decimate import minmax
+from .trend import trend_line
 
 __all__ = [
-    "KIND_COLOURS", "PALETTE", "fit_in_time", "projection_text", "record_columns", "render_svg",
+    "KIND_COLOURS", "PALETTE", "projection_text", "record_columns", "render_svg",
     "result_mimebundle", "warmup_end_time",
 ]
 
 # Colour of the verdict banner / picture title by kind ("running" while a watch is live).
 KIND_COLOURS = {
     "leak": "#c62828",
+    "retention": "#6a1b9a",  # growing, but memory the allocator keeps: not a red "leak"
     "plateau": "#ef6c00",
     "stable": "#2e7d32",
     "inconclusive": "#616161",
     "running": "#1565c0",
 }
-# One colour per configuration series (Run again, bisection); cycles after ten.
+# One colour per configuration series (Run again, bisection); cycles after ten. No red and no
+# orange: those say "leak" and "plateau" (a trend line, a banner), never "the second run".
 PALETTE = (
-    "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e",
-    "#17becf", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+    "#1f77b4", "#2ca02c", "#9467bd", "#17becf", "#8c564b",
+    "#e377c2", "#7f7f7f", "#bcbd22", "#393b79", "#637939",
 )
 MIB = 1024.0 * 1024.0
 _SVG_POINTS = 800  # enough for a 640-px-wide picture; keeps notebooks small
@@ -67,32 +70,9 @@ def samples_of(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(t, dtype=float).ravel(), np.asarray(v, dtype=float).ravel()
 
 
-def fit_in_time(fit: list[tuple[float, float]], index: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The verdict's fit, (iteration, rss) points, mapped onto the time axis.
-
-    ``index`` / ``end`` are the records' iteration numbers and end times: iteration i ends at
-    ``end[index == i]``; fractional iterations are interpolated, iterations outside the
-    recorded range are extrapolated at the mean iteration duration.
-    """
-    pts = [(float(i), float(v)) for i, v in (fit or [])]
-    idx = np.asarray(index, dtype=float)
-    end = np.asarray(end, dtype=float)
-    if not pts or idx.size == 0:
-        return np.empty(0), np.empty(0)
-    order = np.argsort(idx, kind="stable")
-    idx, end = idx[order], end[order]
-    fi = np.array([p[0] for p in pts])
-    t = np.interp(fi, idx, end)
-    if idx.size >= 2:
-        per = (end[-1] - end[0]) / max(idx[-1] - idx[0], 1.0)
-        t = np.where(fi > idx[-1], end[-1] + (fi - idx[-1]) * per, t)
-        t = np.where(fi < idx[0], end[0] - (idx[0] - fi) * per, t)
-    return t, np.array([p[1] for p in pts])
-
-
 def record_columns(source: Columns) -> dict[str, np.ndarray]:
-    """index / end / rss / duration of the iteration records as float arrays of one length."""
-    cols = {k: np.asarray(source.column(k), dtype=float) for k in ("index", "end", "rss", "duration")}
+    """index / start / end / rss / duration of the iteration records as float arrays of one length."""
+    cols = {k: np.asarray(source.column(k), dtype=float) for k in ("index", "start", "end", "rss", "duration")}
     n = min(c.size for c in cols.values())  # a record appended mid-read must not misalign
     return {k: c[:n] for k, c in cols.items()}
 
@@ -138,100 +118,103 @@ def _fmt(v: float) -> str:
     return f"{v:.0f}" if abs(v) >= 100 or v == int(v) else f"{v:.3g}"
 
 
+class _Frame:
+    """The picture's plot area and its data-to-pixel mapping."""
+
+    def __init__(self, left: float, top: float, pw: float, ph: float, xr: tuple[float, float],
+                 yr: tuple[float, float]) -> None:
+        self.left, self.top, self.pw, self.ph = left, top, pw, ph
+        (self.x0, self.x1), (self.y0, self.y1) = xr, yr
+
+    def sx(self, v: np.ndarray | float) -> np.ndarray:
+        return self.left + (np.asarray(v, dtype=float) - self.x0) / (self.x1 - self.x0) * self.pw
+
+    def sy(self, v: np.ndarray | float) -> np.ndarray:
+        return self.top + self.ph - (np.asarray(v, dtype=float) - self.y0) / (self.y1 - self.y0) * self.ph
+
+    def points(self, xv: np.ndarray, yv: np.ndarray) -> str:
+        return " ".join(f"{a:.1f},{b:.1f}" for a, b in zip(self.sx(xv), self.sy(yv), strict=True))
+
+    def axes(self, height: int) -> list[str]:
+        left, top, pw, ph = self.left, self.top, self.pw, self.ph
+        out = [f'<path d="M{left},{top} V{top + ph} H{left + pw}" stroke="#444" fill="none" stroke-width="1"/>']
+        for v in _nice_ticks(self.y0, self.y1):
+            yy = float(self.sy(v))
+            out.append(f'<line x1="{left - 4}" y1="{yy:.1f}" x2="{left + pw}" y2="{yy:.1f}" stroke="#e0e0e0"/>')
+            out.append(f'<text x="{left - 6}" y="{yy + 4:.1f}" text-anchor="end">{_fmt(v)}</text>')
+        for v in _nice_ticks(self.x0, self.x1):
+            xx = float(self.sx(v))
+            out.append(f'<line x1="{xx:.1f}" y1="{top + ph}" x2="{xx:.1f}" y2="{top + ph + 4}" stroke="#444"/>')
+            out.append(f'<text x="{xx:.1f}" y="{top + ph + 16}" text-anchor="middle">{_fmt(v)}</text>')
+        out.append(f'<text x="{left + pw / 2}" y="{height - 6}" text-anchor="middle">time (s)</text>')
+        out.append(f'<text x="14" y="{top + ph / 2}" text-anchor="middle" '
+                   f'transform="rotate(-90 14 {top + ph / 2})">RSS (MiB)</text>')
+        return out
+
+    def band(self, cls: str, a: float, b: float, colour: str) -> list[str]:
+        """A shaded phase of the run, labelled when it is wide enough for its name."""
+        xa, xb = float(self.sx(max(a, self.x0))), float(self.sx(min(b, self.x1)))
+        if xb - xa < 0.5:
+            return []
+        out = [f'<rect class="{cls}" x="{xa:.1f}" y="{self.top}" width="{xb - xa:.1f}" height="{self.ph}" '
+               f'fill="{colour}" fill-opacity="0.25"><title>{cls}</title></rect>']
+        if xb - xa >= 7 * len(cls) + 6:
+            out.append(f'<text x="{(xa + xb) / 2:.1f}" y="{self.top + 12}" text-anchor="middle" '
+                       f'fill="#455a64">{cls}</text>')
+        return out
+
+
 def render_svg(result: WatchResult, width: int = 640, height: int = 300) -> str:
-    """Inline SVG of a finished watch: RSS (MiB) against time, warm-up shaded, fit dashed.
+    """Inline SVG of a finished watch: RSS (MiB) against time, setup and warm-up shaded, the
+    verdict's trend dashed on the data from its onset to the last iteration.
 
     ``result`` is a WatchResult (``.samples``, ``.iterations``, ``.verdict``); anything missing is
-    simply not drawn, so a result of a run that failed early still renders.
+    simply not drawn, so a result of a run that failed early still renders. The scale is set by
+    the iterations, not by the setup (memory an earlier cell freed must not squash the run).
     """
     t, rss = samples_of(result.samples)
     cols = record_columns(result)
     verdict = result.verdict
-    kind = verdict.kind
-    summary = verdict.summary
+    kind, summary = verdict.kind, verdict.summary
     colour = KIND_COLOURS.get(kind, KIND_COLOURS["inconclusive"])
-
     # The verdict's sentence heads the picture, wrapped to its width (~6.6 px per character).
-    proj = projection_text(verdict)
-    if "runs out" in summary:  # leak summaries already end with the projection
-        proj = ""
+    proj = "" if "runs out" in summary else projection_text(verdict)
     heading = textwrap.wrap(summary or kind.capitalize(), width=max(30, int((width - 20) / 6.6)))[:3]
-    left, right, bottom = 62, 14, 38
     top = 14 + 15 * len(heading) + (15 if proj else 0) + 8
-    pw, ph = width - left - right, height - top - bottom
     t, y = minmax(t, rss / MIB, _SVG_POINTS) if t.size else (t, rss)
-    ft, fy = fit_in_time(verdict.fit, cols["index"], cols["end"])
+    ft, fy = trend_line(verdict, cols["index"], cols["rss"], cols["end"])
     fy = fy / MIB
-    bt, by = cols["end"], cols["rss"] / MIB
-    if bt.size > 200:  # iteration marks beyond 200 would be a smear, not boundaries
-        keep = np.unique(np.linspace(0, bt.size - 1, 200).astype(int))
-        bt, by = bt[keep], by[keep]
-
-    xs_all = np.concatenate([t, ft, bt]) if (t.size or ft.size or bt.size) else np.array([0.0, 1.0])
-    ys_all = np.concatenate([y, fy, by]) if (y.size or fy.size or by.size) else np.array([0.0, 1.0])
-    x0, x1 = 0.0, float(max(np.max(xs_all), 1e-3))
-    y0, y1 = float(np.min(ys_all)), float(np.max(ys_all))
+    start = float(cols["start"][0]) if cols["start"].size else None
+    after = t >= start if start is not None else np.ones(t.size, bool)
+    ys = np.concatenate([y[after], fy]) if (after.any() or fy.size) else np.array([0.0, 1.0])
+    y0, y1 = float(np.min(ys)), float(np.max(ys))
     pad = max((y1 - y0) * 0.08, 0.5)
-    y0, y1 = y0 - pad, y1 + pad
-
-    def sx(v: np.ndarray | float) -> np.ndarray:
-        return left + (np.asarray(v, dtype=float) - x0) / (x1 - x0) * pw
-
-    def sy(v: np.ndarray | float) -> np.ndarray:
-        return top + ph - (np.asarray(v, dtype=float) - y0) / (y1 - y0) * ph
-
-    def points(xv: np.ndarray, yv: np.ndarray) -> str:
-        return " ".join(f"{a:.1f},{b:.1f}" for a, b in zip(sx(xv), sy(yv), strict=True))
-
+    x1 = float(max(np.max(np.concatenate([t, ft])) if (t.size or ft.size) else 1.0, 1e-3))
+    f = _Frame(62, top, width - 62 - 14, height - top - 38, (0.0, x1), (y0 - pad, y1 + pad))
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="leakwidget-static" width="{width}" '
         f'height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
         f"<title>leakwidget: {escape(summary or kind)}</title>",
         f'<rect x="0" y="0" width="{width}" height="{height}" fill="white"/>',
+        f'<clipPath id="leakwidget-plot"><rect x="{f.left}" y="{f.top}" width="{f.pw}" height="{f.ph}"/></clipPath>',
     ]
-    wend = warmup_end_time(verdict, cols["index"], cols["end"])
-    if wend is not None and wend > x0:
-        out.append(
-            f'<rect class="warmup" x="{left}" y="{top}" width="{float(sx(min(wend, x1))) - left:.1f}" '
-            f'height="{ph}" fill="#9e9e9e" fill-opacity="0.18"><title>warm-up</title></rect>'
-        )
-    # Axes and ticks.
-    out.append(
-        f'<path d="M{left},{top} V{top + ph} H{left + pw}" stroke="#444" fill="none" stroke-width="1"/>'
-    )
-    for v in _nice_ticks(y0, y1):
-        yy = float(sy(v))
-        out.append(f'<line x1="{left - 4}" y1="{yy:.1f}" x2="{left + pw}" y2="{yy:.1f}" stroke="#e0e0e0"/>')
-        out.append(f'<text x="{left - 6}" y="{yy + 4:.1f}" text-anchor="end">{_fmt(v)}</text>')
-    for v in _nice_ticks(x0, x1):
-        xx = float(sx(v))
-        out.append(f'<line x1="{xx:.1f}" y1="{top + ph}" x2="{xx:.1f}" y2="{top + ph + 4}" stroke="#444"/>')
-        out.append(f'<text x="{xx:.1f}" y="{top + ph + 16}" text-anchor="middle">{_fmt(v)}</text>')
-    out.append(f'<text x="{left + pw / 2}" y="{height - 6}" text-anchor="middle">time (s)</text>')
-    out.append(
-        f'<text x="14" y="{top + ph / 2}" text-anchor="middle" '
-        f'transform="rotate(-90 14 {top + ph / 2})">RSS (MiB)</text>'
-    )
+    if start is not None:
+        out += f.band("setup", 0.0, start, "#90a4ae")
+        wend = warmup_end_time(verdict, cols["index"], cols["end"])
+        if wend is not None:
+            out += f.band("warm-up", start, wend, "#bdbdbd")
+    out += f.axes(height)
     if t.size:
-        out.append(
-            f'<polyline class="rss" fill="none" stroke="{PALETTE[0]}" stroke-width="1.5" '
-            f'points="{points(t, y)}"/>'
-        )
-    if bt.size:
-        marks = "".join(f'<circle cx="{a:.1f}" cy="{b:.1f}" r="1.8"/>' for a, b in zip(sx(bt), sy(by), strict=True))
-        out.append(f'<g class="iterations" fill="{PALETTE[0]}">{marks}</g>')
+        out.append(f'<polyline class="rss" fill="none" stroke="{PALETTE[0]}" stroke-width="1.5" '
+                   f'clip-path="url(#leakwidget-plot)" points="{f.points(t, y)}"/>')
     if ft.size:
-        out.append(
-            f'<polyline class="fit" fill="none" stroke="{colour}" stroke-width="2" '
-            f'stroke-dasharray="6 4" points="{points(ft, fy)}"/>'
-        )
+        out.append(f'<polyline class="fit" fill="none" stroke="{colour}" stroke-width="2" '
+                   f'stroke-dasharray="6 4" points="{f.points(ft, fy)}"/>')
     spans = "".join(
         f'<tspan x="10" dy="{0 if i == 0 else 15}">{escape(line)}</tspan>' for i, line in enumerate(heading)
     )
-    out.append(
-        f'<text class="verdict" data-kind="{escape(kind)}" x="10" y="18" font-size="12" '
-        f'font-weight="bold" fill="{colour}">{spans}</text>'
-    )
+    out.append(f'<text class="verdict" data-kind="{escape(kind)}" x="10" y="18" font-size="12" '
+               f'font-weight="bold" fill="{colour}">{spans}</text>')
     if proj:
         out.append(f'<text x="10" y="{18 + 15 * len(heading)}" fill="{colour}">{escape(proj)}</text>')
     out.append("</svg>")

@@ -22,7 +22,7 @@ from .lab import CHROMIUM, CHROMIUM_ARGS, REPO, LabServer, NotebookPage
 # Screenshots go to test-results/ (ignored by git); LEAKWIDGET_SCREENSHOTS=docs/screenshots
 # refreshes the pictures the README and docs show.
 SCREENSHOTS = Path(os.environ.get("LEAKWIDGET_SCREENSHOTS", REPO / "test-results" / "screenshots"))
-VIEWPORT = {"width": 1280, "height": 1000}
+VIEWPORT = {"width": 1400, "height": 1300}  # the issue's widths: 1400 px and 900 px
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -80,14 +80,15 @@ def write_notebook(path: Path, cells: list[str]) -> None:
 
 @pytest.fixture
 def open_notebook(request, lab, browser, tmp_path):
-    """open_notebook(name, cells) -> NotebookPage: writes the notebook into the server's root
-    and opens it in a fresh browser context. Closes the page and shuts the kernel down after."""
+    """open_notebook(name, cells, width=1400) -> NotebookPage: writes the notebook into the
+    server's root and opens it in a fresh browser context ``width`` pixels wide. Closes the page
+    and shuts the kernel down after."""
     contexts = []
     console: list[str] = []
 
-    def _open(name: str, cells: list[str]) -> NotebookPage:
+    def _open(name: str, cells: list[str], width: int = VIEWPORT["width"]) -> NotebookPage:
         write_notebook(lab.root_dir / name, cells)
-        context = browser.new_context(viewport=VIEWPORT)
+        context = browser.new_context(viewport={**VIEWPORT, "width": width})
         contexts.append(context)
         page = context.new_page()
         # Front-end errors (a widget view that fails to render) go into the failure report.

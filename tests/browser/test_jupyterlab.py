@@ -5,10 +5,10 @@ notebook toolbar's Run button and reads the result back from the page: prompts, 
 the bqplot charts' SVG, the banner's data-kind, the pipeline strip's data-state. Screenshots
 go to test-results/screenshots/ (or $LEAKWIDGET_SCREENSHOTS, e.g. docs/screenshots).
 
-The DOM contract relied on (leakwidget/widget.py): root `.leakwidget-dashboard`; RSS figure
-`.leakwidget-rss-chart`; banner `.leakwidget-banner [data-kind]`; buttons `.leakwidget-stop`,
-`.leakwidget-run-again`, `.leakwidget-bisect`; pipeline strip `.leakwidget-pipeline` with
-`[data-stage-id]` elements carrying `data-state` (on|serial|off) and `data-kind`.
+The DOM contract relied on is in docs/widget.md. The geometry tests (tests/browser/chart.py,
+`read_geometry`) read bounding boxes and SVG paths, never pixels: at 1400 px and at 900 px the
+legend is outside the plot, tick labels do not overlap, no chip is cut off, the headline is one
+line (two at 900 px), and each trend line ends within a few pixels of its data's last point.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import time
 import pytest
 from playwright.sync_api import expect
 
-from .chart import read_figure
+from .chart import geometry_problems, read_figure, read_geometry, trend_and_data_ends
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
 
@@ -26,6 +26,7 @@ RSS_CHART = ".leakwidget-rss-chart"
 BANNER_KIND = ".leakwidget-banner [data-kind]"
 LAB_EXTENSIONS = ("@jupyter-widgets/jupyterlab-manager", "bqplot", "anywidget")
 MIN_POINTS = 20  # "many points": the sampler runs far faster than this over a few seconds
+TREND_PX = 6  # the trend's end may be this far from the data's last point, in pixels
 
 # A plain-Python leak: 1 MiB of written bytes kept per iteration, ~25 iterations a second.
 LEAK_SETUP = "import time\nkept = []"
@@ -133,15 +134,36 @@ def test_harness_runs_cells_and_reads_widget_output(open_notebook, tmp_path):
 # leakwidget
 
 
-def test_leaking_cell_draws_a_growing_rss_line_and_the_banner_says_leak(open_notebook, screenshots):
+def _headline(cell) -> str:
+    return cell.locator(".leakwidget-headline").inner_text().strip()
+
+
+def _assert_geometry(page, width: int) -> dict:
+    """The picture holds at this width: nothing overlaps, nothing is cut off, every trend ends
+    on its data."""
+    g = read_geometry(page)
+    problems = geometry_problems(g, max_headline_lines=1 if width >= 1400 else 2)
+    assert not problems, problems
+    pairs = trend_and_data_ends(g)
+    assert pairs, "no trend line drawn"
+    for data_end, trend_end in pairs:
+        assert abs(data_end[0] - trend_end[0]) <= TREND_PX and abs(data_end[1] - trend_end[1]) <= TREND_PX, (
+            f"the trend ends at {trend_end}, the data at {data_end}"
+        )
+    return g
+
+
+@pytest.mark.parametrize("width", [1400, 900])
+def test_a_leaking_cell_reads_at_a_glance(open_notebook, screenshots, width):
     nb = open_notebook(
-        "leak.ipynb",
+        f"leak{width}.ipynb",
         [
             "%load_ext leakwidget",
             LEAK_SETUP,
             f"%%leakwatch -t 5 -o leak_result\n{LEAK_STEP}",
             "print('verdict:', leak_result.verdict.kind, 'stopped:', leak_result.stopped)",
         ],
+        width=width,
     )
     page = nb.page
     for i in (0, 1):
@@ -150,30 +172,41 @@ def test_leaking_cell_draws_a_growing_rss_line_and_the_banner_says_leak(open_not
         assert "Error" not in nb.output_text(i), nb.output_text(i)
 
     nb.run_cell(2)
-    dashboard = nb.cell(2).locator(".leakwidget-dashboard")
+    cell = nb.cell(2)
+    dashboard = cell.locator(".leakwidget-dashboard")
     expect(dashboard).to_be_visible(timeout=30_000)
     # Live: the line gets points while the cell is still running ...
     _wait_rss_points(page, 5)
     assert nb.prompt(2) == "[*]:", "the chart should fill while the cell runs"
+    expect(cell.locator(".leakwidget-headline")).to_contain_text("Running run 1")
     nb.wait_cell_done(2, timeout_ms=60_000)
 
     # ... and at the end holds many points, climbing (RSS grows 1 MiB per iteration).
-    lines, legend = _rss_lines(page)
+    lines, _ = _rss_lines(page)
     assert lines, f"no line with >= {MIN_POINTS} points in {RSS_CHART}"
     rss = max(lines, key=len)
     assert rss.x_monotone(), "RSS line should run forward in time"
     assert rss.rise() > 40, f"RSS line should climb on screen, rose {rss.rise():.1f}px"
-    assert len(legend) >= 1, "the RSS series should have a legend entry"
 
-    expect(nb.cell(2).locator(BANNER_KIND)).to_have_attribute("data-kind", "leak", timeout=10_000)
+    expect(cell.locator(BANNER_KIND)).to_have_attribute("data-kind", "leak", timeout=10_000)
+    headline = _headline(cell)
+    assert headline.startswith("Leak: +") and "out of memory in ~" in headline, headline
+    g = _assert_geometry(page, width)
+    assert "run 1" in g["legendText"] and "leak" in g["legendText"], g["legendText"]
     durations, _ = read_figure(page, ".leakwidget-duration-chart")
     assert max((len(line) for line in durations), default=0) >= MIN_POINTS, "step durations drawn"
-    dashboard.screenshot(path=str(screenshots / "leak-dashboard.png"))
-    page.screenshot(path=str(screenshots / "jupyterlab-leak.png"))
+    dashboard.screenshot(path=str(screenshots / f"dashboard-{width}.png"))
+    if width == 1400:
+        page.screenshot(path=str(screenshots / "jupyterlab-leak.png"))
+    # The details open on a click and hold the verdict's whole sentence.
+    cell.locator(".leakwidget-details").get_by_text("Details").click()
+    expect(cell.locator(".leakwidget-details-text")).to_contain_text("95%")
 
-    # One view of the result: the live dashboard, not also a static copy as the cell's Out[n].
-    expect(nb.cell(2).locator(".leakwidget-dashboard")).to_have_count(1)
-    expect(nb.cell(2).locator(".jp-OutputArea-executeResult")).to_have_count(0)
+    # One view of the result: the live dashboard, not also a static copy as the cell's Out[n],
+    # and under it the same answer as text (for viewers without widgets).
+    expect(cell.locator(".leakwidget-dashboard")).to_have_count(1)
+    expect(cell.locator(".jp-OutputArea-executeResult")).to_have_count(0)
+    assert headline in nb.output_text(2)
 
     # The page agrees with the kernel's result object.
     nb.run_cell(3)
@@ -240,14 +273,12 @@ def make_dataset():
 """
 
 
-def test_toggling_a_stage_and_run_again_adds_a_second_series(open_notebook, screenshots):
+def test_toggling_a_stage_and_run_again_at_900_px(open_notebook, screenshots):
+    width = 900
     nb = open_notebook(
         "toggle.ipynb",
-        [
-            "%load_ext leakwidget",
-            TF_PIPELINE,
-            "%%leakwatch -t 5 it = iter(make_dataset())\nnext(it)",
-        ],
+        ["%load_ext leakwidget", TF_PIPELINE, "%%leakwatch -t 5 it = iter(make_dataset())\nnext(it)"],
+        width=width,
     )
     page = nb.page
     for i in (0, 1):
@@ -259,9 +290,21 @@ def test_toggling_a_stage_and_run_again_adds_a_second_series(open_notebook, scre
 
     cell = nb.cell(2)
     expect(cell.locator(BANNER_KIND)).to_have_attribute("data-kind", "leak")
-    lines, legend = _rss_lines(page)
+    lines, _ = _rss_lines(page)
     assert len(lines) == 1, f"one run, one RSS series; got {len(lines)}"
     first_rise = lines[0].rise()
+    assert "Leak" in nb.output_text(2)  # the text report under the dashboard
+
+    # The strip: the user's stages first, TensorFlow's own options on a line of their own, and
+    # tooltips that say why a stage does less than on -> serial -> off.
+    g = read_geometry(page)
+    own = [c for c in g["chips"] if c["group"] == "pipeline"]
+    options = [c for c in g["chips"] if c["group"] == "tensorflow"]
+    assert own and options, g["chips"]
+    assert min(c["top"] for c in options) >= max(c["bottom"] for c in own) - 1
+    batch = next(c for c in own if c["id"].startswith("batch"))
+    assert "Cannot be switched off" in batch["title"], batch["title"]
+    assert "click:" in next(c for c in own if c["id"].startswith("map"))["title"]
 
     map_stage = cell.locator(".leakwidget-pipeline [data-stage-id][data-kind='map']").first
     expect(map_stage).to_be_visible()
@@ -279,15 +322,63 @@ def test_toggling_a_stage_and_run_again_adds_a_second_series(open_notebook, scre
     stop = cell.locator(".leakwidget-stop")
     expect(stop).to_be_enabled(timeout=30_000)  # the second run started
     expect(stop).to_be_disabled(timeout=60_000)  # and finished
-    page.wait_for_function(
-        """(figure) => document.querySelectorAll(figure + ' svg .g_legend text.legendtext').length >= 2""",
-        arg=RSS_CHART,
-    )
-    lines, legend = _rss_lines(page)
-    assert len(lines) == 2, f"two runs, two RSS series; got {len(lines)} ({legend})"
-    assert any(stage_id in label and "off" in label for label in legend), (
-        f"the second series should be labelled with {stage_id} off: {legend}"
-    )
+    legend = cell.locator(".leakwidget-legend-entry")
+    expect(legend).to_have_count(2)
+    entries = legend.all_inner_texts()
+    assert any(stage_id in text and "off" in text for text in entries), entries
+    lines, _ = _rss_lines(page)
+    assert len(lines) == 2, f"two runs, two RSS series; got {len(lines)}"
     # With the leaking map switched off, memory stops growing.
     assert lines[1].rise() < first_rise / 2, (lines[1].rise(), first_rise)
-    cell.locator(".leakwidget-dashboard").screenshot(path=str(screenshots / "two-series.png"))
+    assert legend.nth(1).get_attribute("data-kind") != "leak"
+    _assert_geometry(page, width)
+    # The text under the dashboard now describes the second run.
+    expect(cell.locator(".jp-OutputArea-output").last).not_to_contain_text("Leak")
+    cell.locator(".leakwidget-dashboard").screenshot(path=str(screenshots / f"two-runs-{width}.png"))
+
+
+STAGES = """import leakwidget
+
+kept = []
+
+@leakwidget.stage
+def decode(x):
+    kept.append(bytes(64 * 1024) + b"x")  # 64 KiB kept per call: the leak
+    return x
+
+@leakwidget.stage
+def augment(x):
+    return x
+"""
+
+
+def test_bisect_names_the_culprit_and_gives_the_strip_back(open_notebook, screenshots):
+    width = 1400
+    nb = open_notebook(
+        "bisect.ipynb",
+        ["%load_ext leakwidget", STAGES, "%%leakwatch -t 3\naugment(decode(1))"],
+        width=width,
+    )
+    page = nb.page
+    for i in range(3):
+        nb.run_cell(i)
+        nb.wait_cell_done(i, timeout_ms=60_000)
+    cell = nb.cell(2)
+    expect(cell.locator(BANNER_KIND)).to_have_attribute("data-kind", "leak")
+    bisect = cell.locator(".leakwidget-bisect")
+    expect(bisect).to_be_visible()
+    bisect.click()
+    headline = cell.locator(".leakwidget-headline")
+    expect(headline).to_contain_text("Culprit", timeout=150_000)
+    text = _headline(cell)
+    assert text.startswith("Culprit: decode@") and "with it on" in text and "with it off" in text, text
+    culprit = cell.locator("[data-stage-id][data-culprit='true']")
+    expect(culprit).to_have_count(1)
+    expect(culprit).to_have_attribute("data-kind", "decode")
+    # The strip is the user's again: everything on, as before the search.
+    for state in cell.locator("[data-stage-id]").evaluate_all("els => els.map(e => e.dataset.state)"):
+        assert state == "on"
+    g = read_geometry(page)
+    assert not geometry_problems(g, max_headline_lines=1), geometry_problems(g, max_headline_lines=1)
+    assert len(cell.locator(".leakwidget-legend-entry").all()) >= 3  # one entry per configuration
+    cell.locator(".leakwidget-dashboard").screenshot(path=str(screenshots / f"bisect-{width}.png"))
