@@ -1,0 +1,60 @@
+"""Execute the course's notebooks top to bottom in a fresh kernel and write them back with their
+outputs (the text reports and static charts GitHub shows), without widget views or widget state.
+
+    python notebooks/course/refresh.py                 # every lesson
+    python notebooks/course/refresh.py 03_native_leak  # one
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+HERE = Path(__file__).resolve().parent
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def strip_widgets(nb: nbformat.NotebookNode) -> None:
+    """Widget views render nothing without their kernel; the report under them stays."""
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        cell.outputs = [o for o in cell.outputs
+                        if not (o.output_type == "display_data" and WIDGET_VIEW in o.get("data", {}))]
+        for out in cell.outputs:
+            out.get("data", {}).pop(WIDGET_VIEW, None)
+    nb.metadata.pop("widgets", None)
+
+
+def refresh(path: Path) -> float:
+    nb = nbformat.read(path, as_version=4)
+    start = time.monotonic()
+    client = NotebookClient(nb, kernel_name="python3", timeout=600, startup_timeout=120,
+                            store_widget_state=False,
+                            resources={"metadata": {"path": os.getcwd()}})
+    client.execute()  # raises on the first failing cell: nothing is written then
+    strip_widgets(nb)
+    nbformat.validate(nb)
+    nbformat.write(nb, path)
+    return time.monotonic() - start
+
+
+def main(names: list[str]) -> None:
+    # The kernel imports this working tree's leakwidget, installed or not.
+    root = str(HERE.parents[1])
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    paths = sorted(HERE.glob("*.ipynb"))
+    if names:
+        paths = [p for p in paths if p.stem in names or p.name in names]
+    for path in paths:
+        print(f"{path.name}: {refresh(path):.0f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
