@@ -32,8 +32,11 @@ test: install
 	$(PY) -m pytest -ra
 
 bench: install
+	$(PY) -m pip install --quiet -e ".[bench]"
 	$(PY) bench/bench_overhead.py
+	$(PY) bench/bench_overhead.py --tf
 	$(PY) bench/bench_detection.py
+	$(PY) bench/bench_peers.py
 
 lint: install
 	$(VENV)/bin/ruff check leakwidget tests bench

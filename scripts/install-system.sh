@@ -12,6 +12,8 @@ set -euo pipefail
 # jemalloc and tcmalloc: isolated watches preload them (--allocator, --compare-allocators).
 # gcc: tests/test_native.py builds a tiny leaking C library.
 packages=(chromium fonts-liberation fonts-dejavu-core libjemalloc2 libtcmalloc-minimal4 gcc)
+# Node.js runs the strip's JS tests (js/tests/); any node on PATH will do.
+command -v node >/dev/null 2>&1 || packages+=(nodejs)
 
 missing=()
 for pkg in "${packages[@]}"; do

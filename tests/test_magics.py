@@ -10,9 +10,13 @@ from leakwidget.notebook.magics import build_parser, split_line
 
 
 def shell_instance():
-    """The global test shell (start_ipython returns it only the first time)."""
+    """The process's one IPython shell: the one other test modules made (a plain
+    InteractiveShell, a singleton), else a terminal shell started here."""
     from IPython import get_ipython
+    from IPython.core.interactiveshell import InteractiveShell
 
+    if InteractiveShell.initialized():
+        return InteractiveShell.instance()
     return start_ipython() or get_ipython()
 
 
