@@ -164,3 +164,73 @@ def test_the_magic_compares_allocators(tmp_path) -> None:
     for bad in ("--compare-allocators --bisect", "--compare-allocators --allocator jemalloc"):
         with pytest.raises(UsageError, match="--compare-allocators"):
             ip.run_cell(f"%%leakwatch -n 5 {bad}\nx = 1\n").raise_error()
+
+
+def test_the_dashboard_offers_try_the_fix_for_allocator_retention_and_shows_the_comparison() -> None:
+    import asyncio
+
+    from leakwidget.engine.isolate import run_watch
+    from leakwidget.engine.spec import WatchSpec
+    from leakwidget.engine.watch import NO_PAUSE, run_sync
+    from leakwidget.notebook.dashboard import Dashboard
+
+    InteractiveShell.instance(history_length=0)
+    d = Dashboard()
+    spec = WatchSpec(step=arena_step, setup=arena_setup, iterations=40, isolate=True)
+    first = run_sync(run_watch(spec, [d], NO_PAUSE))
+    assert first.attribution is not None and first.attribution.kind == "allocator", str(first)
+    assert d.try_fix_button.layout.display is None and not d.try_fix_button.disabled
+
+    async def click() -> None:
+        d.try_fix_button.click()
+        assert d.scheduler.task is not None
+        await d.scheduler.task
+
+    asyncio.run(click())
+    result = d.last_compare
+    assert result is not None, d.note.value
+    assert [v.name for v in result.variants] == [v.name for v in DEFAULT_VARIANTS]
+    assert all(r.iteration_count == 40 for r in result.results), str(result)
+    assert result.best != "glibc", str(result)
+    # The answer is the headline, each variant was drawn as its own run beside the first one.
+    assert "grew least" in d.banner.value and result.best in d.banner.value
+    assert [s.label for s in d.series[1:]] == [v.name for v in DEFAULT_VARIANTS]
+
+
+def test_try_the_fix_is_not_offered_for_a_leak_of_the_code() -> None:
+    from leakwidget.engine.spec import WatchSpec
+    from leakwidget.engine.watch import Watch
+    from leakwidget.notebook.dashboard import Dashboard
+
+    InteractiveShell.instance(history_length=0)
+    keep: list = []
+    d = Dashboard()
+    r = Watch(WatchSpec(step=lambda: keep.append(bytearray(64 * 1024)), iterations=100), [d]).run()
+    assert r.verdict.kind == "leak" and r.attribution.kind != "allocator", str(r)
+    assert d.try_fix_button.layout.display == "none" and d.try_fix_button.disabled
+
+
+def test_run_again_of_an_isolated_watch_runs_in_a_fresh_worker_again() -> None:
+    import asyncio
+
+    from leakwidget.engine.isolate import run_watch
+    from leakwidget.engine.spec import WatchSpec
+    from leakwidget.engine.watch import NO_PAUSE, run_sync
+    from leakwidget.notebook.dashboard import Dashboard
+
+    InteractiveShell.instance(history_length=0)
+    assert "MALLOC_ARENA_MAX" not in os.environ
+    d = Dashboard()
+    spec = WatchSpec(step=arena_step, setup=arena_setup, iterations=20, isolate=True,
+                     env=(("MALLOC_ARENA_MAX", "2"),))
+    run_sync(run_watch(spec, [d], NO_PAUSE))
+
+    async def click() -> None:
+        d.run_again_button.click()
+        await d.scheduler.task
+
+    asyncio.run(click())
+    again = d.last_result
+    assert len(d.series) == 2 and again.iteration_count == 20, str(again)
+    # Only a worker started with the variable has it: this process does not.
+    assert again.environment["allocator_variables"] == {"MALLOC_ARENA_MAX": "2"}

@@ -31,6 +31,7 @@ import ipywidgets as widgets
 import numpy as np
 from IPython import get_ipython
 
+from ..engine.compare import CompareResult
 from ..engine.observer import BaseObserver, RunControl
 from ..engine.records import IterationRecord
 from ..engine.result import WatchResult
@@ -91,8 +92,16 @@ class Dashboard(widgets.VBox, BaseObserver):
             description="Bisect", icon="search", disabled=True, layout=widgets.Layout(display="none"),
             tooltip="Find the stage(s) whose being on makes memory grow", _dom_classes=["leakwidget-bisect"],
         )
-        # A row that wraps, with room for more buttons (a report, a fix to try).
-        self.controls = widgets.HBox([self.stop_button, self.run_again_button, self.bisect_button],
+        # Offered when the growth is memory the allocator keeps: the same watch under other
+        # allocators, side by side (an allocator only acts on a process started with it).
+        self.try_fix_button = widgets.Button(
+            description="Try the fix", icon="flask", disabled=True, layout=widgets.Layout(display="none"),
+            tooltip="Run the step under glibc, MALLOC_ARENA_MAX=2, jemalloc and tcmalloc, each in a "
+                    "fresh worker, and compare their growth", _dom_classes=["leakwidget-try-fix"],
+        )
+        # A row that wraps, with room for more buttons.
+        self.controls = widgets.HBox([self.stop_button, self.run_again_button, self.bisect_button,
+                                      self.try_fix_button],
                                      layout=widgets.Layout(flex_flow="row wrap"),
                                      _dom_classes=["leakwidget-controls"])
         self.strip = PipelineStrip()
@@ -102,9 +111,11 @@ class Dashboard(widgets.VBox, BaseObserver):
         self.stop_button.on_click(lambda _b: self.scheduler.stop())
         self.run_again_button.on_click(lambda _b: self.scheduler.run_again())
         self.bisect_button.on_click(lambda _b: self.scheduler.bisect())
+        self.try_fix_button.on_click(lambda _b: self.scheduler.try_fix())
         self.strip.observe(self._on_states_change, names="states")
         self.last_result: WatchResult | None = None
         self.last_bisect: BisectResult | None = None
+        self.last_compare: CompareResult | None = None
         self.run: RunControl | None = None  # the run being shown, while it runs
         self.spec: WatchSpec | None = None  # the last run's spec (Run again starts from it)
         self._lock = threading.RLock()  # one redraw at a time
@@ -224,6 +235,10 @@ class Dashboard(widgets.VBox, BaseObserver):
             self._show_stages(prune_wishes=True)
             self.last_result = result
             self.run = None
+            retention = result.attribution is not None and result.attribution.kind == "allocator"
+            offer = retention and not self.scheduler.bisecting
+            self.try_fix_button.layout.display = None if offer else "none"
+            self.try_fix_button.disabled = not offer
             self.stop_button.disabled = True
             self.run_again_button.disabled = False
             if self._report is not None:
@@ -320,6 +335,18 @@ class Dashboard(widgets.VBox, BaseObserver):
             self._set_banner(bisect_banner(result), running=False, verdict=verdict)
             self.note.value = ""
             self.last_bisect = result
+
+    def show_compare(self, result: CompareResult) -> None:
+        """A comparison's answer (the variant that grew least) as the headline; its table in the
+        details. Each variant's run was overlaid as its own series while it ran."""
+        with self._lock:
+            rows = str(result).split("\n")
+            best = result.best
+            kind = "stable" if best is not None and best != result.variants[0].name else "inconclusive"
+            self._set_banner(Banner(kind, result.summary, tuple(r for r in rows[1:] if r.strip())),
+                             running=False, verdict=kind)
+            self.note.value = ""
+            self.last_compare = result
 
 
 def _state_in(stage: Stage, spec: WatchSpec) -> StageState:

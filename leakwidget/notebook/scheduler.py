@@ -1,4 +1,5 @@
-"""What the dashboard's buttons do: Stop, Run again and Bisect, as tasks on the kernel's loop.
+"""What the dashboard's buttons do: Stop, Run again, Bisect and Try the fix, as tasks on the
+kernel's loop.
 
 A click arrives while the current run is between iterations (or after it ended). Run again and
 Bisect ask the current run to stop, wait for it to end, then run as an asyncio task that awaits
@@ -14,6 +15,8 @@ from typing import Any, Protocol
 import ipywidgets as widgets
 
 from ..engine.bisect import run_bisection
+from ..engine.compare import CompareResult, run_compare
+from ..engine.isolate import run_watch
 from ..engine.observer import Observer, RunControl
 from ..engine.search import BisectResult, Configuration
 from ..engine.spec import WatchSpec
@@ -34,6 +37,8 @@ class Steered(Observer, Protocol):
     def next_spec(self) -> WatchSpec: ...
 
     def show_bisect(self, result: BisectResult, restore: WatchSpec | None = None) -> None: ...
+
+    def show_compare(self, result: CompareResult) -> None: ...
 
 
 class BisectStopped(Exception):
@@ -82,6 +87,16 @@ class Scheduler:
             return
         self.schedule(self._bisect(self.dash.next_spec()), "Bisect")
 
+    def try_fix(self) -> None:
+        """The last run's step under glibc, MALLOC_ARENA_MAX=2, jemalloc and tcmalloc, each in a
+        fresh worker (an allocator only acts on a process started with it), overlaid here."""
+        if self.dash.spec is None:
+            self._say("Run a watch first.")
+            return
+        spec = self.dash.next_spec()
+        self._say("Trying the fix: the same watch under each allocator, each in a fresh worker\u2026")
+        self.schedule(self._compare(spec), "Try the fix")
+
     def schedule(self, coro: Coroutine[Any, Any, Any], what: str) -> asyncio.Task | None:
         """Run ``coro`` as a task on the kernel's event loop, once the current run has ended.
 
@@ -119,8 +134,13 @@ class Scheduler:
             self._say(f"{what} failed: {type(exc).__name__}: {exc}")
 
     async def _run(self, spec: WatchSpec) -> None:
-        await Watch(spec, [self.dash]).run_async(YieldToLoop())
+        # Where the spec asks to run: an isolated watch runs again in a fresh worker.
+        await run_watch(spec, [self.dash], YieldToLoop())
         self.dash.strip.culprits = []
+
+    async def _compare(self, spec: WatchSpec) -> None:
+        result = await run_compare(spec, observers=[self.dash], pause=YieldToLoop())
+        self.dash.show_compare(result)
 
     async def _bisect(self, spec: WatchSpec) -> None:
         self.bisecting, self._halt = True, False
