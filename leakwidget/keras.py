@@ -198,7 +198,7 @@ class LeakWatch(keras.callbacks.Callback):
         self._unhook()
         self.result = watch.finish()
         if self._line is not None:
-            self._line.say(f"leakwidget: {self.result.verdict.summary}")
+            self._line.say(f"leakwidget: {self.result.summary}")
             att = self.result.attribution
             if att is not None and att.kind != "none" and att.summary:
                 self._line.say(f"leakwidget: {att.summary}")

@@ -134,7 +134,7 @@ def _judge(result: Any, name: str) -> None:
     att = result.attribution
     what = f" {att.summary}" if att is not None and att.kind != "none" and att.summary else ""
     if verdict.kind == "leak":
-        pytest.fail(f"leakwatch: {verdict.summary}{what}", pytrace=False)
+        pytest.fail(f"leakwatch: {result.summary}{what}", pytrace=False)
     if result.stopped == "memory-guard":
         guard = next((n for n in result.stage_notes if n.startswith("Stopped by the memory guard")), "")
         pytest.fail(f"leakwatch: memory went past max_rss. {guard} {verdict.summary}".strip(),

@@ -32,6 +32,7 @@ from leakwidget.engine.attribution.decide import Evidence, attribute
 from leakwidget.engine.attribution.growth import measure_growth
 from leakwidget.engine.attribution.result import Attribution
 from leakwidget.engine.records import FIELDS, IterationRecord, RecordLog
+from leakwidget.engine.result import WatchResult
 from leakwidget.engine.verdict import Verdict, decide
 from leakwidget.notebook.banner import final_banner, live_banner
 from leakwidget.notebook.dashboard import report_text
@@ -55,6 +56,10 @@ class Replayed:
     elapsed: float = 0.0
     error: BaseException | None = None
     stages: list = field(default_factory=list)
+
+    # What the result says of itself, read as a real WatchResult reads it.
+    retention = WatchResult.retention
+    summary = WatchResult.summary
 
     def column(self, name: str) -> np.ndarray:
         return self.cols[name]

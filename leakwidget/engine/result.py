@@ -8,6 +8,7 @@ import io
 import json
 import math
 import os
+import re
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,6 +38,12 @@ RENDERERS: dict[str, Callable[[WatchResult], str]] = {}
 # Whole documents of a result, by format: the report floor registers its self-contained HTML
 # page here ("html"), which save_html writes.
 DOCUMENTS: dict[str, Callable[[WatchResult], str]] = {}
+
+
+def retention_summary(verdict_summary: str) -> str:
+    """A leak verdict's sentence as it reads when the growth is memory the allocator keeps."""
+    # "Leak: +X per iteration", "Leak, slowing down: ..." -> "RSS growth: ...", "RSS growth, ...".
+    return "Growing, but not a leak of your code: " + re.sub(r"^Leak\b", "RSS growth", verdict_summary)
 
 
 @dataclass
@@ -141,9 +148,23 @@ class WatchResult:
         write_whole(path, render(self))
 
     # -- display -------------------------------------------------------------------------
+    @property
+    def retention(self) -> bool:
+        """RSS grew like a leak, but the attribution found memory the allocator keeps (freed by
+        the program, handed back by malloc_trim): not a leak of the user's code."""
+        return (self.verdict.kind == "leak" and self.attribution is not None
+                and self.attribution.kind == "allocator")
+
+    @property
+    def summary(self) -> str:
+        """The verdict's sentence as it reads with the attribution: for allocator retention,
+        the numbers of the growth without the word "leak"."""
+        text = self.verdict.summary or f"Verdict: {self.verdict.kind}"
+        return retention_summary(text) if self.retention else text
+
     def __str__(self) -> str:
         n = self.iteration_count
-        lines = [self.verdict.summary or f"Verdict: {self.verdict.kind}"]
+        lines = [self.summary]
         rss = self._log.column("rss")
         if rss.size:
             lines.append(

@@ -110,19 +110,13 @@ def verdict_headline(v: Verdict, kind: str) -> str:
 def shown_kind(result: WatchResult) -> str:
     """The kind the banner shows: the verdict's, or "retention" for a leak of memory the
     allocator keeps (the attribution found that malloc_trim hands most of it back)."""
-    att = result.attribution
-    if result.verdict.kind == "leak" and att is not None and att.kind == "allocator":
-        return "retention"
-    return result.verdict.kind
+    return "retention" if result.retention else result.verdict.kind
 
 
 def _verdict_sentence(result: WatchResult, kind: str) -> str:
-    text = result.verdict.summary
-    if kind == "retention":
-        # The headline says whose memory it is (the allocator's): beside it, the verdict's
-        # sentence gives the numbers of the growth, not the word "leak".
-        text = re.sub(r"^Leak\b", "RSS growth", text)
-    return text
+    # For retention the headline says whose memory it is (the allocator's): beside it, the
+    # verdict's sentence gives the numbers of the growth, not the word "leak".
+    return re.sub(r"^Growing, but not a leak of your code: ", "", result.summary)
 
 
 def final_banner(result: WatchResult) -> Banner:

@@ -21,7 +21,7 @@ from html import escape
 
 import numpy as np
 
-from ..engine.result import WatchResult
+from ..engine.result import WatchResult, retention_summary
 from ..engine.units import format_bytes, format_duration
 from ..engine.verdict import Verdict
 from .decimate import minmax
@@ -64,6 +64,12 @@ class SavedRun:
         samples = np.asarray(doc.get("samples") or [], dtype=float)
         self.samples = samples.reshape(-1, 2) if samples.size else np.zeros((0, 2))
         self._rows = doc.get("iterations") or []
+        # Growth the attribution found the allocator keeps is not called a leak (as on the
+        # dashboard and in str(result)).
+        self.retention = (self.verdict.kind == "leak"
+                          and (doc.get("attribution") or {}).get("kind") == "allocator")
+        summary = self.verdict.summary or self.verdict.kind
+        self.summary = retention_summary(summary) if self.retention else summary
 
     def column(self, name: str) -> np.ndarray:
         return np.asarray([row[name] for row in self._rows], dtype=float)
@@ -105,7 +111,8 @@ def render_html(doc: Mapping) -> str:
 
 def _verdict_section(run: SavedRun, doc: Mapping) -> str:
     v = run.verdict
-    colour = KIND_COLOURS.get(v.kind, KIND_COLOURS["inconclusive"])
+    kind, summary = ("retention" if run.retention else v.kind), run.summary
+    colour = KIND_COLOURS.get(kind, KIND_COLOURS["inconclusive"])
     more = []
     r = rates(v, run.column("index"), run.column("end")) if doc.get("iterations") else None
     if r is not None and v.kind in ("leak", "inconclusive", "plateau"):
@@ -122,9 +129,9 @@ def _verdict_section(run: SavedRun, doc: Mapping) -> str:
                  f"{format_bytes(rss[-1])}, peak {format_bytes(run.column('peak_rss').max())}")
     more.append(line + ".")
     out = [
-        f'<section class="verdict" data-kind="{escape(v.kind)}" style="background:{colour}">'
-        f'<div class="kind">{escape(v.kind)}</div>'
-        f'<div class="summary">{escape(v.summary or v.kind)}</div>'
+        f'<section class="verdict" data-kind="{escape(kind)}" style="background:{colour}">'
+        f'<div class="kind">{escape(kind)}</div>'
+        f'<div class="summary">{escape(summary)}</div>'
         + "".join(f'<div class="more">{escape(m)}</div>' for m in more)
         + "</section>"
     ]

@@ -175,7 +175,7 @@ def render_svg(result: WatchResult, width: int = 640, height: int = 300) -> str:
     t, rss = samples_of(result.samples)
     cols = record_columns(result)
     verdict = result.verdict
-    kind, summary = verdict.kind, verdict.summary
+    kind, summary = ("retention" if result.retention else verdict.kind), result.summary
     colour = KIND_COLOURS.get(kind, KIND_COLOURS["inconclusive"])
     # The verdict's sentence heads the picture, wrapped to its width (~6.6 px per character).
     proj = "" if "runs out" in summary else projection_text(verdict)
