@@ -206,3 +206,32 @@ def test_explain_native_reruns_a_spec_with_native_stacks(libleak):
     assert native_spec(spec).native and native_spec(spec).label == "cell 3 (native stacks)"
     a = explain_native(spec)
     assert a.native_sites and a.native_sites[0].frames[0].startswith("leak (leak.c:"), str(a)
+
+
+def test_the_dashboard_offers_native_stacks_and_shows_them_after_the_rerun(libleak):
+    import asyncio
+
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from leakwidget.engine.watch import Watch
+    from leakwidget.notebook.dashboard import Dashboard
+
+    InteractiveShell.instance(history_length=0)
+    d = Dashboard()
+    first = Watch(WatchSpec(lambda: libleak.leak(KIB64), iterations=300), [d]).run()
+    assert first.attribution.kind == "native" and first.attribution.native_window is None
+    assert d.native_button.layout.display is None and not d.native_button.disabled
+    assert d.try_fix_button.layout.display == "none"
+
+    async def click() -> None:
+        d.native_button.click()
+        assert d.scheduler.task is not None
+        await d.scheduler.task
+
+    asyncio.run(click())
+    again = d.last_result
+    assert again is not first and again.attribution.native_sites, d.note.value
+    assert len(d.series) == 2 and "native stacks" in d.series[1].label
+    # The stacks are in the details under the headline, and the button is not offered again.
+    assert "Native call stack:" in d._details_text.value and "leak.c:" in d._details_text.value
+    assert d.native_button.layout.display == "none"

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..engine.attribution.result import Attribution
 from ..engine.kinds import StopReason
 from ..engine.result import WatchResult
 from ..engine.search import BisectResult, Configuration
@@ -139,9 +140,19 @@ def final_banner(result: WatchResult) -> Banner:
     att = result.attribution
     if att is not None and att.kind != "none" and att.summary:
         details.append(att.summary)
+        details.extend(_evidence(att))
         details.extend(att.notes[:3])
     details.extend(_advice(result, kind))
     return Banner(kind, headline, tuple(d for d in details if d))
+
+
+def _evidence(att: Attribution) -> list[str]:
+    """What keeps the growth alive (reference paths) and where native memory was allocated
+    (memray's call stacks), the few biggest; the full tables are in the text report."""
+    out = [f"Kept alive by: {p.text}" for p in att.paths[:3]]
+    out += [f"Native call stack: {format_bytes(n.bytes_per_iteration)}/iteration allocated and not "
+            f"freed at {n.where}" for n in att.native_sites[:3]]
+    return out
 
 
 def _advice(result: WatchResult, kind: str) -> list[str]:

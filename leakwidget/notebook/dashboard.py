@@ -99,9 +99,17 @@ class Dashboard(widgets.VBox, BaseObserver):
             tooltip="Run the step under glibc, MALLOC_ARENA_MAX=2, jemalloc and tcmalloc, each in a "
                     "fresh worker, and compare their growth", _dom_classes=["leakwidget-try-fix"],
         )
+        # Offered when the growth is native memory seen without its call stacks: the same watch
+        # again with memray tracing a window of iterations (--native).
+        self.native_button = widgets.Button(
+            description="Native call stacks", icon="sitemap", disabled=True, layout=widgets.Layout(display="none"),
+            tooltip="Run the step again with memray tracing a window of iterations, to see the C/C++ "
+                    "and Python call stacks of the memory allocated and not freed",
+            _dom_classes=["leakwidget-native"],
+        )
         # A row that wraps, with room for more buttons.
         self.controls = widgets.HBox([self.stop_button, self.run_again_button, self.bisect_button,
-                                      self.try_fix_button],
+                                      self.try_fix_button, self.native_button],
                                      layout=widgets.Layout(flex_flow="row wrap"),
                                      _dom_classes=["leakwidget-controls"])
         self.strip = PipelineStrip()
@@ -112,6 +120,7 @@ class Dashboard(widgets.VBox, BaseObserver):
         self.run_again_button.on_click(lambda _b: self.scheduler.run_again())
         self.bisect_button.on_click(lambda _b: self.scheduler.bisect())
         self.try_fix_button.on_click(lambda _b: self.scheduler.try_fix())
+        self.native_button.on_click(lambda _b: self.scheduler.native_stacks())
         self.strip.observe(self._on_states_change, names="states")
         self.last_result: WatchResult | None = None
         self.last_bisect: BisectResult | None = None
@@ -235,10 +244,10 @@ class Dashboard(widgets.VBox, BaseObserver):
             self._show_stages(prune_wishes=True)
             self.last_result = result
             self.run = None
-            retention = result.attribution is not None and result.attribution.kind == "allocator"
-            offer = retention and not self.scheduler.bisecting
-            self.try_fix_button.layout.display = None if offer else "none"
-            self.try_fix_button.disabled = not offer
+            att, idle = result.attribution, not self.scheduler.bisecting
+            _offer(self.try_fix_button, idle and att is not None and att.kind == "allocator")
+            _offer(self.native_button, idle and att is not None and att.kind == "native"
+                   and att.native_window is None)
             self.stop_button.disabled = True
             self.run_again_button.disabled = False
             if self._report is not None:
@@ -347,6 +356,11 @@ class Dashboard(widgets.VBox, BaseObserver):
                              running=False, verdict=kind)
             self.note.value = ""
             self.last_compare = result
+
+
+def _offer(button: widgets.Button, offered: bool) -> None:
+    button.layout.display = None if offered else "none"
+    button.disabled = not offered
 
 
 def _state_in(stage: Stage, spec: WatchSpec) -> StageState:

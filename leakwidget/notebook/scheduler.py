@@ -16,6 +16,7 @@ import ipywidgets as widgets
 
 from ..engine.bisect import run_bisection
 from ..engine.compare import CompareResult, run_compare
+from ..engine.explain import native_spec
 from ..engine.isolate import run_watch
 from ..engine.observer import Observer, RunControl
 from ..engine.search import BisectResult, Configuration
@@ -96,6 +97,18 @@ class Scheduler:
         spec = self.dash.next_spec()
         self._say("Trying the fix: the same watch under each allocator, each in a fresh worker\u2026")
         self.schedule(self._compare(spec), "Try the fix")
+
+    def native_stacks(self) -> None:
+        """The last run again with memray's native call stacks on (``--native``), as a new run."""
+        if self.dash.spec is None:
+            self._say("Run a watch first.")
+            return
+        try:
+            spec = native_spec(self.dash.next_spec())
+        except ImportError as exc:  # memray is an optional extra
+            self._say(str(exc))
+            return
+        self.schedule(self._run(spec), "Native call stacks")
 
     def schedule(self, coro: Coroutine[Any, Any, Any], what: str) -> asyncio.Task | None:
         """Run ``coro`` as a task on the kernel's event loop, once the current run has ended.
