@@ -316,3 +316,20 @@ print(json.dumps(growth))
     assert out.returncode == 0, out.stderr[-3000:]
     growth = json.loads(out.stdout.strip().splitlines()[-1])
     assert growth["True"] < growth["False"] + 2**20, growth
+
+
+def test_seconds_count_from_the_first_iteration_not_from_a_slow_setup():
+    # A setup that takes longer than the whole budget (building a dataset, loading a model)
+    # still leaves the step its seconds: the run used to end after one iteration.
+    import time
+
+    def setup():
+        time.sleep(1.5)
+
+    def step(_state):
+        time.sleep(0.01)
+
+    r = leakwidget.watch(step, setup=setup, seconds=1, widget=False)
+    assert r.stopped == "seconds"
+    assert r.iteration_count >= 30, r.iteration_count
+    assert r.elapsed >= 2.4  # the result's elapsed still tells the whole story, setup included

@@ -158,6 +158,7 @@ class Watch:
         self._interrupts = Interrupts()
         self._switch_interval: float | None = None
         self._t0 = 0.0
+        self._loop_t0: float | None = None  # when the first iteration began: -t counts from here
         self._headroom: int | None = None
         self._next_verdict_t = -math.inf
         self._budget: Budget | None = None
@@ -177,6 +178,12 @@ class Watch:
     def elapsed(self) -> float:
         return time.perf_counter() - self._t0 if self._t0 else 0.0
 
+    @property
+    def looping(self) -> float:
+        """Seconds since the first iteration began: what ``-t`` budgets. A slow setup (building
+        a dataset, loading a model) or the settling before iteration 0 must not eat the run."""
+        return time.perf_counter() - self._loop_t0 if self._loop_t0 is not None else 0.0
+
     def request_stop(self, reason: StopReason = "stopped") -> None:
         """Ask the loop to stop at the next iteration boundary (safe from any thread)."""
         if self._stop_request is None:
@@ -193,6 +200,7 @@ class Watch:
         self.start()  # on failure it has cleaned up after itself
         try:
             step = self._run_setup()
+            self._loop_t0 = time.perf_counter()
             while self.stopped is None and self._within_budget():
                 # Nothing ran since the last iteration ended: its end RSS is this one's start.
                 self._meter.begin(rss0=self.log.last("rss"))
@@ -305,12 +313,14 @@ class Watch:
             self.error_traceback = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
     def _within_budget(self) -> bool:
-        reason = self._stop_request or self._budget.reason(self.index, self.elapsed, self.log)
+        reason = self._stop_request or self._budget.reason(self.index, self.looping, self.log)
         if reason is not None:
             self.stopped = reason
         return reason is None
 
     def begin_iteration(self) -> None:
+        if self._loop_t0 is None:
+            self._loop_t0 = time.perf_counter()
         self._meter.begin()
 
     def end_iteration(self) -> bool:
@@ -339,7 +349,7 @@ class Watch:
         # At most every VERDICT_INTERVAL, and never more than ~1% of the run's time.
         cost = time.perf_counter() - now
         self._next_verdict_t = now + max(VERDICT_INTERVAL, cost / VERDICT_SHARE)
-        self._budget.count(self.verdict, self.log.total, now - self._t0)
+        self._budget.count(self.verdict, self.log.total, now - (self._loop_t0 or now))
         for ob in self.observers:
             ob.on_verdict(self.verdict)
 
