@@ -246,3 +246,16 @@ def test_asyncio_cancellation_of_an_awaited_watch_keeps_the_result() -> None:
     r = asyncio.run(go())
     assert r.stopped == "interrupted" and r.iteration_count > 10
     assert sys.getswitchinterval() > 0.001
+
+
+def test_a_watch_started_while_sigint_is_ignored_runs_and_leaves_it_ignored():
+    # An idle ipykernel ignores SIGINT; the dashboard's Run again starts a watch right there.
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        r = leakwidget.watch(lambda: None, iterations=50, widget=False)
+        assert r.error is None and r.iteration_count == 50, r.error_traceback
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)

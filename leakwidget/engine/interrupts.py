@@ -33,7 +33,10 @@ class Interrupts:
     def arm(self) -> None:
         """At the start: note the handler in place (main thread only; others leave it)."""
         if threading.current_thread() is threading.main_thread() and not self._installed:
-            self._saved = signal.getsignal(signal.SIGINT)
+            saved = signal.getsignal(signal.SIGINT)
+            # SIG_IGN / SIG_DFL come back as signal.Handlers members; the C-level call takes
+            # only the plain ints (an idle ipykernel ignores SIGINT: Run again starts there).
+            self._saved = int(saved) if isinstance(saved, signal.Handlers) else saved
             self._installed = True
 
     def raise_at_once(self) -> None:
