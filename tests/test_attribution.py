@@ -7,6 +7,7 @@ import dataclasses
 import functools
 import json
 import linecache
+import mmap
 import os
 import tracemalloc
 
@@ -163,9 +164,17 @@ def test_trace_leaves_a_users_tracemalloc_running():
         tracemalloc.stop()
 
 
+def _fresh_pages(n: int) -> mmap.mmap:
+    # An anonymous mapping, written: new resident pages every time. (512 KiB from malloc may
+    # reuse heap pages an earlier test freed and left resident, and RSS would not move.)
+    m = mmap.mmap(-1, n)
+    m.write(b"y" * n)
+    return m
+
+
 def _line_leaker(keep: list) -> None:
     n = sum(range(100))
-    keep.append(b"y" * (512 * 1024 + n))  # LEAK-LINE
+    keep.append(_fresh_pages(512 * 1024 + n))  # LEAK-LINE
     n += 1
 
 
