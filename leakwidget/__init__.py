@@ -29,7 +29,7 @@ from .engine.kinds import Allocator
 from .engine.observer import Observer
 from .engine.result import WatchResult
 from .engine.spec import WatchSpec
-from .engine.units import parse_size
+from .engine.units import format_bytes, parse_size
 from .engine.watch import NO_PAUSE, run_sync
 from .marks import mark  # for `leakwidget run`: one iteration per mark (stdlib only)
 from .stages.user import stage
@@ -40,6 +40,7 @@ __all__ = [
     "__version__",
     "bisect",
     "compare",
+    "format_bytes",
     "load_ipython_extension",
     "mark",
     "parse_size",
