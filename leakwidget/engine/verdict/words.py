@@ -99,7 +99,12 @@ def _leak(v: Verdict) -> str:
         f"Leak: {format_bytes(v.slope, signed=True)} per iteration "
         f"(95%: {format_range(v.slope_low, v.slope_high)}) since iteration {v.onset}"
     )
-    if v.exhaust_iterations is not None:
+    if v.exhaust_iterations is not None and (v.exhaust_iterations < 1 or (
+            v.exhaust_seconds is not None and v.exhaust_seconds < 1)):
+        # At the memory guard's limit (or the machine's) already: not "runs out in about 0 s".
+        line += (f"; memory is at the limit it may use ({max(v.exhaust_iterations, 0):,.0f} "
+                 "more iterations at this rate)")
+    elif v.exhaust_iterations is not None:
         when = (
             f"about {format_duration(v.exhaust_seconds)} ({v.exhaust_iterations:,.0f} iterations)"
             if v.exhaust_seconds is not None
