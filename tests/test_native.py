@@ -106,16 +106,14 @@ def test_a_run_too_short_for_the_window_says_so():
 
 
 def test_native_is_an_option_of_the_magic_and_the_spec(libleak):
-    from IPython.testing.globalipapp import start_ipython
+    from IPython.core.interactiveshell import InteractiveShell
 
     from leakwidget.notebook.magics import parse
 
     args, rest = parse("--native -n 5 x = 1")
     assert args.native and rest == "x = 1"
     assert WatchSpec(lambda: None, native=True).native
-    from IPython import get_ipython
-
-    ip = start_ipython() or get_ipython()
+    ip = InteractiveShell.instance(history_length=0)  # the process's one shell (a singleton)
     ip.run_line_magic("load_ext", "leakwidget")
     try:
         ip.user_ns["lib"] = libleak
