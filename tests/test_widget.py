@@ -153,7 +153,8 @@ def test_a_leaking_run_ends_with_a_red_one_line_headline_a_trend_on_the_data_and
     assert kind_in(d.banner) == "leak"
     assert 'data-running="false"' in d.banner.value
     headline = re.search(r'class="leakwidget-headline">([^<]*)<', d.banner.value).group(1)
-    assert headline.startswith("Leak: +256 KiB/iteration \u00b7 out of memory in ~")
+    # 256 KiB kept per iteration; the measured slope may be a few KiB off (what else the process does)
+    assert re.match(r"Leak: \+2[45]\d KiB/iteration \u00b7 out of memory in ~", headline), headline
     assert len(headline) < 70  # one line, also at 900 px
     # The rest is in the details: the verdict's sentence, the rates, the run, what grows.
     details = text_of(d._details_text.value)
@@ -210,7 +211,9 @@ def test_overlays_count_from_their_own_start_and_red_only_means_leak() -> None:
     for series, result in zip(d.series, runs, strict=True):
         after = series.rss.x >= result.column("start")[0]
         assert abs(float(series.rss.y[after][0])) < 0.5, series.label
-    assert float(flat.rss.y.max()) < 2.0 < float(leaking.rss.y.max())
+    # The leaking run adds 50 MiB; the flat one nothing of its own (a long-lived test process's
+    # other threads and child processes move RSS by a few MiB).
+    assert float(flat.rss.y.max()) < 0.25 * float(leaking.rss.y.max()) and float(leaking.rss.y.max()) > 40
     assert {s.colour for s in d.series}.isdisjoint({KIND_COLOURS["leak"], KIND_COLOURS["plateau"]})
     assert leaking.trend.colors == [KIND_COLOURS["leak"]]
     assert flat.trend.colors != [KIND_COLOURS["leak"]]

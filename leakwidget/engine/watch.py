@@ -180,8 +180,7 @@ class Watch:
 
     @property
     def looping(self) -> float:
-        """Seconds since the first iteration began: what ``-t`` budgets. A slow setup (building
-        a dataset, loading a model) or the settling before iteration 0 must not eat the run."""
+        """Seconds since the first iteration began: what ``-t`` budgets (not a slow setup)."""
         return time.perf_counter() - self._loop_t0 if self._loop_t0 is not None else 0.0
 
     def request_stop(self, reason: StopReason = "stopped") -> None:
@@ -287,18 +286,9 @@ class Watch:
         return step_fn
 
     def settle(self) -> None:
-        """Before the first iteration, collect and hand back memory freed earlier (an earlier
-        run or cell, the pipeline the setup replaced), which a leak would reuse silently, hidden
-        from RSS for hundreds of iterations. A full collection (~160 ns per block: 0.2–0.5 s with
-        TensorFlow) only when that is at most 1% of the planned run, else the young generations
-        (what the setup dropped); then a live verdict's memory is taken (rehearse_verdict)."""
-        if not self.source.in_process:
-            return
-        planned = planned_seconds(self.spec)
-        full = planned is None or sys.getallocatedblocks() * FULL_GC_SECONDS_PER_BLOCK <= 0.01 * planned
-        gc.collect() if full else gc.collect(1)
-        sampler.malloc_trim()
-        rehearse_verdict(self.live_verdict)
+        """Before the first iteration: hand back memory freed earlier (:func:`settle_memory`)."""
+        if self.source.in_process:
+            settle_memory(self.spec, self.live_verdict)
 
     def _stop_on(self, exc: BaseException, iteration: int | None = -1) -> None:
         """The step (or setup) raised: end the run, keeping what it measured."""
@@ -471,6 +461,19 @@ def rehearse_verdict(live: bool = True) -> None:
     rss = (1 << 27) + (index % 3) * 4096
     decide(index, rss, durations=np.full(index.size, 1e-3), blocks=np.full(index.size, 1000),
            peaks=rss + 4096, in_use=np.where(index % 8 == 0, 1 << 24, -1), headroom=1 << 33)
+
+
+def settle_memory(spec: WatchSpec, live_verdict: bool) -> None:
+    """Before the first iteration, collect and hand back memory freed earlier (an earlier
+    run or cell, the pipeline the setup replaced), which a leak would reuse silently, hidden
+    from RSS for hundreds of iterations. A full collection (~160 ns per block: 0.2–0.5 s with
+    TensorFlow) only when that is at most 1% of the planned run, else the young generations
+    (what the setup dropped); then a live verdict's memory is taken (rehearse_verdict)."""
+    planned = planned_seconds(spec)
+    full = planned is None or sys.getallocatedblocks() * FULL_GC_SECONDS_PER_BLOCK <= 0.01 * planned
+    gc.collect() if full else gc.collect(1)
+    sampler.malloc_trim()
+    rehearse_verdict(live_verdict)
 
 
 def verdict_of(log: RecordLog, spec: WatchSpec, available: int | None, baseline_rss: int,
