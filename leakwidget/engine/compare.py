@@ -14,15 +14,13 @@ whether the fix works for *this* code, before anyone changes a deployment.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .hub import Hub
-from .interrupts import Interrupts
-from .isolate import IsolatedRun, allocator_library, collect_after_interrupt
+from .isolate import IsolatedRun, allocator_library, drive
 from .kinds import ALLOCATORS, Allocator
 from .observer import Observer
 from .parallel import free_cores
@@ -186,35 +184,8 @@ async def run_compare(spec: WatchSpec, variants: Iterable[Variant | str | Mappin
         run = IsolatedRun(s, hub=hub, yields_to_loop=pause.yields_to_loop)
         run.observers.append(seq.tap(run))
         runs.append(run)
-    await _drive(hub, runs, jobs or free_cores(), pause)
+    await drive(hub, runs, pause, jobs or free_cores())
     return CompareResult(chosen, [r.result for r in runs])
-
-
-async def _drive(hub: Hub, runs: list[IsolatedRun], jobs: int, pause: Pause) -> None:
-    """Start the runs ``jobs`` at a time until each has a result; end every worker on every way
-    out (an interrupt collects the partial results first)."""
-    interrupts = Interrupts()
-    interrupts.raise_at_once()
-    waiting = list(runs)
-    try:
-        while not all(r.finished for r in runs):
-            while waiting and sum(r.active for r in runs) < jobs:
-                waiting.pop(0).start()
-            hub.wait(0.02)
-            await pause()
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        interrupts.hold()
-        collect_after_interrupt(hub, runs)
-    finally:
-        interrupts.hold()
-        try:
-            for r in runs:
-                if r.worker is not None:
-                    r.close()
-        finally:
-            interrupts.restore()
-    for r in waiting:  # never started (interrupted first): an empty result, so every row shows
-        r.close()
 
 
 def compare(step: Callable, setup: Callable | None = None, *,

@@ -520,15 +520,18 @@ def _how_it_ended(status: tuple[int, int] | None, last_rss: int, limit: int | No
 # Drivers
 
 
-async def drive(hub: Hub, runs: Sequence[IsolatedRun], pause: Pause) -> None:
-    """Start ``runs``, replay their streams until each has a result, awaiting ``pause`` between
-    messages; end every worker on every way out (an interrupt first asks them for their result)."""
+async def drive(hub: Hub, runs: Sequence[IsolatedRun], pause: Pause, jobs: int | None = None) -> None:
+    """Start ``runs`` (``jobs`` at a time; default all), replay their streams until each has a
+    result, awaiting ``pause`` between messages; end every worker on every way out (an interrupt
+    first asks them for their result). A run never started gets an empty, interrupted result."""
     interrupts = Interrupts()
     interrupts.raise_at_once()
+    waiting = list(runs)
+    limit = len(runs) if jobs is None else jobs
     try:
-        for run in runs:
-            run.start()
         while not all(run.finished for run in runs):
+            while waiting and sum(run.active for run in runs) < limit:
+                waiting.pop(0).start()
             hub.wait(0.02)
             await pause()
     except (KeyboardInterrupt, asyncio.CancelledError):
