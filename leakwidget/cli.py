@@ -37,13 +37,14 @@ import numpy as np
 import psutil
 
 from .engine import sampler
+from .engine.arguments import non_negative_int, positive_float, positive_int, size
 from .engine.environment import environment, process_variables
 from .engine.kinds import StopReason, VerdictKind
 from .engine.records import RecordLog
 from .engine.result import WatchResult, write_whole
 from .engine.sources import ProcessTree
 from .engine.spec import WatchSpec
-from .engine.units import format_bytes, format_duration, parse_size
+from .engine.units import format_bytes, format_duration
 from .engine.watch import Watch, verdict_of
 from .marks import ENV as MARKS_ENV
 from .marks import MarkCounter
@@ -452,7 +453,7 @@ def build_parser() -> argparse.ArgumentParser:
                             description="Watch the memory of process PID and its descendants until "
                                         "it ends, --seconds / --iterations, or Ctrl-C; the process "
                                         "is left running.")
-    attach.add_argument("pid", type=_positive_int, help="the process id")
+    attach.add_argument("pid", type=positive_int, help="the process id")
     _watch_options(attach)
     report = sub.add_parser("report", help="render a saved result (--json) as an HTML page",
                             description="Render a result saved with --json (or result.to_json()) as "
@@ -463,13 +464,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _watch_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--interval", type=_positive_float, default=1.0, metavar="S",
+    p.add_argument("--interval", type=positive_float, default=1.0, metavar="S",
                    help="seconds per iteration when the program does not call leakwidget.mark() (default: 1)")
-    p.add_argument("--seconds", "-t", type=_positive_float, metavar="S", help="stop watching after S seconds")
-    p.add_argument("--iterations", "-n", type=_positive_int, metavar="N", help="stop after N iterations")
-    p.add_argument("--warmup", type=_non_negative_int, metavar="N",
+    p.add_argument("--seconds", "-t", type=positive_float, metavar="S", help="stop watching after S seconds")
+    p.add_argument("--iterations", "-n", type=positive_int, metavar="N", help="stop after N iterations")
+    p.add_argument("--warmup", type=non_negative_int, metavar="N",
                    help="treat the first N iterations as warm-up (default: detected)")
-    p.add_argument("--max-rss", type=_size, metavar="SIZE",
+    p.add_argument("--max-rss", type=size, metavar="SIZE",
                    help="stop before the tree's memory exceeds SIZE (2GiB, 500M)")
     p.add_argument("--json", metavar="PATH", help="save the result as JSON (for leakwidget report)")
     p.add_argument("--csv", metavar="PATH", help="save one row per iteration as CSV")
@@ -485,41 +486,8 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
-    return value
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative: {text!r}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"must be a positive number: {text!r}")
-    return value
-
-
-def _size(text: str) -> int:
-    try:
-        return parse_size(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 # ---------------------------------------------------------------------------------------------

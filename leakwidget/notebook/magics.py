@@ -37,6 +37,7 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
+from ..engine.arguments import non_negative_int, positive_float, positive_int, size
 from ..engine.bisect import run_bisection
 from ..engine.cluster import ClusterError, connect
 from ..engine.compare import CompareResult, run_compare
@@ -46,7 +47,6 @@ from ..engine.observer import Observer
 from ..engine.result import WatchResult
 from ..engine.search import BisectResult
 from ..engine.spec import WatchSpec
-from ..engine.units import parse_size
 from ..engine.watch import NO_PAUSE, Pause, WatchAlreadyRunning, YieldToLoop, run_sync
 from ..stages import parse_ids
 from . import delivery
@@ -64,41 +64,8 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message or self.format_help())
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
-    return v
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative: {text!r}")
-    return v
-
-
-def _positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
-    return v
-
-
-def _size(text: str) -> int:
-    try:
-        return parse_size(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _ids(text: str) -> tuple[str, ...]:
@@ -115,13 +82,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run the cell repeatedly while sampling memory; decide leak, plateau or stable.",
         add_help=True,
     )
-    p.add_argument("-n", "--iterations", type=_positive_int, metavar="N",
+    p.add_argument("-n", "--iterations", type=positive_int, metavar="N",
                    help="stop after N iterations")
-    p.add_argument("-t", "--seconds", type=_positive_float, metavar="S",
+    p.add_argument("-t", "--seconds", type=positive_float, metavar="S",
                    help="stop after S seconds (default: when the verdict is confident, at most 60 s)")
-    p.add_argument("--warmup", type=_non_negative_int, metavar="N",
+    p.add_argument("--warmup", type=non_negative_int, metavar="N",
                    help="treat the first N iterations as warm-up (default: detect it)")
-    p.add_argument("--max-rss", type=_size, metavar="SIZE",
+    p.add_argument("--max-rss", type=size, metavar="SIZE",
                    help="stop before the process's RSS exceeds SIZE (e.g. 2GiB, 500M)")
     p.add_argument("--no-widget", action="store_true",
                    help="no live widget: print a progress line and the report")
@@ -152,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compare-allocators", action="store_true",
                    help="run the watch under glibc, MALLOC_ARENA_MAX=2, jemalloc and tcmalloc, "
                         "each in a worker, overlaid on one chart")
-    p.add_argument("--jobs", type=_positive_int, metavar="N",
+    p.add_argument("--jobs", type=positive_int, metavar="N",
                    help="with --bisect or --compare-allocators: N runs at a time, each in its own "
                         "worker process (default: one per free core)")
     p.add_argument("--cluster", metavar="ADDRESS",
