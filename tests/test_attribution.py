@@ -380,6 +380,43 @@ def test_closure_cells_class_and_instance_attributes_defaults_and_the_setup_stat
         lambda s: s["kept"].append(np.ones(8192)), setup=lambda: {"kept": []})
 
 
+def test_the_path_names_what_holds_most_new_objects_not_the_newest_few():
+    # The leak keeps a list per iteration in a module global; at the last iteration something
+    # else (as a lazy import would) makes a few lists held directly by another module, so
+    # the newest objects of the growing type, and the nearest root, are not the leak's.
+    import gc
+    import sys
+    import types
+
+    other = types.ModuleType("_leakwidget_test_lazy")
+    sys.modules[other.__name__] = other
+    kept: list = []
+    _LEAK_HOME.kept = kept
+    n = 400
+
+    def step(count=[0]):  # noqa: B006 - the iteration counter
+        kept.append([str(i) for i in range(100)])
+        count[0] += 1
+        if count[0] == n:
+            for k in range(6):
+                setattr(other, f"table{k}", [str(i) for i in range(100)])
+            gc.collect()  # as an import's allocations would: survivors, the newest of the heap
+
+    try:
+        r = _watch_census(step, iterations=n)
+    finally:
+        del sys.modules[other.__name__]
+        kept.clear()
+    a = r.attribution
+    roots = [p.root for p in a.paths]
+    assert f"{__name__}._LEAK_HOME.kept" in roots, str(a)
+    assert not any(root.startswith(other.__name__) for root in roots), str(a)
+
+
+class _LEAK_HOME:
+    kept: list = []
+
+
 def test_the_path_search_stops_at_its_bounds_and_keeps_nothing_alive():
     import gc
     import time

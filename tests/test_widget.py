@@ -153,8 +153,9 @@ def test_a_leaking_run_ends_with_a_red_one_line_headline_a_trend_on_the_data_and
     assert kind_in(d.banner) == "leak"
     assert 'data-running="false"' in d.banner.value
     headline = re.search(r'class="leakwidget-headline">([^<]*)<', d.banner.value).group(1)
-    # 256 KiB kept per iteration; the measured slope may be a few KiB off (what else the process does)
-    assert re.match(r"Leak: \+2[45]\d KiB/iteration \u00b7 out of memory in ~", headline), headline
+    # 256 KiB kept per iteration; the measured slope may be a few KiB off (what else the process
+    # does: CI measured 260)
+    assert re.match(r"Leak: \+2[4-6]\d KiB/iteration \u00b7 out of memory in ~", headline), headline
     assert len(headline) < 70  # one line, also at 900 px
     # The rest is in the details: the verdict's sentence, the rates, the run, what grows.
     details = text_of(d._details_text.value)

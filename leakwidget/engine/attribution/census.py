@@ -30,6 +30,7 @@ TYPES_SIZED = 12  # growing types whose objects are sampled for a size at the en
 SAMPLE_PER_TYPE = 16
 REFERENTS_SIZED = 64  # per sampled object; more are extrapolated
 SPECIMEN_LOOKS = 20_000  # objects of a growing type looked at for ones the run created
+SPECIMENS_FROM = 256  # new objects of a growing type the specimens are spread over
 SMALL_OBJECT = 512  # pymalloc serves requests up to this size; larger ones go to malloc
 
 _CONTAINER_TYPES = frozenset(
@@ -439,7 +440,9 @@ class ObjectCensus:
 
     def specimens(self, rows: list[TypeGrowth], per_row: int) -> list[Target]:
         """Up to ``per_row`` objects of each row created during the run (not alive at the first
-        census), newest first; a container row's specimen is the container itself."""
+        census), evenly spread over the newest SPECIMENS_FROM of them, so that a few objects a
+        lazy import made during the run are outvoted by the growth's own (paths.find_paths
+        names the root most specimens reach); a container row's specimen is the container."""
         if not self._checkpoints or not rows:
             return []
         first = self._checkpoints[0]
@@ -455,7 +458,8 @@ class ObjectCensus:
             # collection are appended: the newest long-lived objects come last.
             for o in reversed(objs):
                 name = by_id.get(id(o)) or names[type(o)]
-                if name not in targets or len(targets[name].objects) >= per_row:
+                if name not in targets or len(targets[name].objects) >= (
+                        SPECIMENS_FROM if name in looked else per_row):
                     continue
                 if name in looked:
                     if looked[name] >= SPECIMEN_LOOKS:
@@ -466,6 +470,10 @@ class ObjectCensus:
                 targets[name].objects.append(o)
         finally:
             del objs
+        for t in targets.values():
+            if len(t.objects) > per_row:
+                pick = np.linspace(0, len(t.objects) - 1, per_row).round().astype(int)
+                t.objects[:] = [t.objects[i] for i in pick]
         return [t for t in targets.values() if t.objects]
 
     def clear(self) -> None:

@@ -3,7 +3,8 @@
 For the top growing Python types (and containers), a few objects created during the run are
 taken as specimens, and a breadth-first search climbs ``gc.get_referrers`` from them until it
 reaches a *root*: a module global, a class attribute, a closure cell or a default argument of a
-function. Each level of the search is one scan of the heap (``gc.get_referrers`` of the whole
+function. A type's path is the one to the root that most of its specimens reach: what holds
+the growth, not a few objects something else made during the run (a lazy import). Each level of the search is one scan of the heap (``gc.get_referrers`` of the whole
 frontier at once), so its cost is depth × heap size; a deadline and a depth limit bound it, and
 nothing it touched is kept when it returns (the result is text).
 """
@@ -57,27 +58,31 @@ class _Search:
         self.targets = targets
         self.nodes: list = []
         self.child: list[int] = []  # the node this one refers to, on the way to a specimen
-        self.target: list[int] = []
+        self.specimen: list[int] = []  # the specimen each node was reached from
+        self.owner: list[int] = []  # specimen -> its target
         self.index: dict[int, int] = {}  # id(object) -> node
-        self.found: dict[int, tuple[str, list[int]]] = {}  # target -> (root words, chain)
-        self.joins: dict[int, tuple[int, int]] = {}  # target -> (visited node, its child)
+        self.found: dict[int, tuple[str, list[int]]] = {}  # specimen -> (root words, chain)
+        self.joins: dict[int, list[tuple[int, int]]] = {}  # specimen -> [(visited node, its child)]
         # Module-like objects too: IPython's user namespace is a module stand-in.
         spaces = [(name, getattr(m, "__dict__", None)) for name, m in list(sys.modules.items())]
         self.modules = {id(d): name for name, d in spaces if isinstance(d, dict)}
         for t, target in enumerate(targets):
             for o in target.objects:
-                self._add(o, -1, t)
+                if id(o) not in self.index:
+                    self._add(o, -1, len(self.owner))
+                    self.owner.append(t)
         # Our own bookkeeping, and leakwidget's modules (their caches are the watcher's).
-        self.own = {id(self.nodes), id(self.child), id(self.target), id(self.index),
+        self.own = {id(self.nodes), id(self.child), id(self.specimen), id(self.index),
+                    id(self.owner),
                     id(self.found), id(self.joins), id(self.targets), id(self.__dict__),
                     *(id(t.objects) for t in targets), *(id(vars(t)) for t in targets),
                     *(i for i, name in self.modules.items() if name.startswith("leakwidget."))}
 
-    def _add(self, o: object, child: int, target: int) -> int:
+    def _add(self, o: object, child: int, specimen: int) -> int:
         self.index[id(o)] = len(self.nodes)
         self.nodes.append(o)
         self.child.append(child)
-        self.target.append(target)
+        self.specimen.append(specimen)
         return len(self.nodes) - 1
 
     def chain(self, node: int) -> list[int]:
@@ -90,33 +95,33 @@ class _Search:
     def level(self, frontier: list[int], deadline: float) -> list[int]:
         """One heap scan: the referrers of every frontier object; roots end their target."""
         objs = [self.nodes[i] for i in frontier]
-        self.own.add(id(objs))
+        frontier_list = id(objs)  # a referrer of every node it holds, alive while referrers is
         try:
             referrers = gc.get_referrers(*objs)
         finally:
-            self.own.discard(id(objs))
             del objs
         by_id = {id(self.nodes[i]): i for i in frontier}
         nxt: list[int] = []
         for r in referrers:
             if time.perf_counter() > deadline:
                 break
-            if id(r) in self.own or isinstance(r, types.FrameType) or type_name(r).startswith(_OWN):
+            if (id(r) == frontier_list or id(r) in self.own or isinstance(r, types.FrameType)
+                    or type_name(r).startswith(_OWN)):
                 continue
             for c in _refers_to(r, by_id):
-                t = self.target[c]
-                if t in self.found:
+                s = self.specimen[c]
+                if s in self.found:
                     continue
                 root = self._root(r, c)
                 if root is not None:
                     words, skip = root
-                    self.found[t] = (words, self.chain(c)[skip:])
+                    self.found[s] = (words, self.chain(c)[skip:])
                 elif id(r) in self.index:
                     j = self.index[id(r)]
-                    if self.target[j] != t:
-                        self.joins.setdefault(t, (j, c))
+                    if self.specimen[j] != s:
+                        self.joins.setdefault(s, []).append((j, c))
                 else:
-                    nxt.append(self._add(r, c, t))
+                    nxt.append(self._add(r, c, s))
         del referrers
         return nxt
 
@@ -158,17 +163,32 @@ class _Search:
             return f"{_function_name(f)}.{_key_of(child, below) or '?'}", 1
         return None
 
-    def paths(self) -> Iterator[tuple[int, str, list[int]]]:
-        """(target, root words, chain of nodes from the root down to a specimen)."""
-        for t, (root, chain) in sorted(self.found.items()):
-            yield t, root, chain
-        for t, (j, c) in sorted(self.joins.items()):
-            if t in self.found:
+    def done(self) -> bool:
+        return len(self.found) == len(self.owner)
+
+    def _specimen_paths(self) -> Iterator[tuple[int, str, list[int]]]:
+        """(specimen, root words, chain of nodes from the root down to the specimen)."""
+        for s, (root, chain) in self.found.items():
+            yield s, root, chain
+        for s, joins in self.joins.items():
+            if s in self.found:
                 continue
-            for root, chain in self.found.values():
-                if j in chain:
-                    yield t, root, [*chain[: chain.index(j) + 1], *self.chain(c)]
-                    break
+            joined = ((root, [*chain[: chain.index(j) + 1], *self.chain(c)])
+                      for j, c in joins for root, chain in self.found.values() if j in chain)
+            root_chain = next(joined, None)
+            if root_chain is not None:
+                yield s, *root_chain
+
+    def paths(self) -> Iterator[tuple[int, str, list[int]]]:
+        """(target, root words, chain): per target, the root most of its specimens reach
+        (the nearer on a tie), with its shortest chain."""
+        votes: dict[int, dict[str, list[list[int]]]] = {}
+        for s, root, chain in self._specimen_paths():
+            votes.setdefault(self.owner[s], {}).setdefault(root, []).append(chain)
+        for t in sorted(votes):
+            root, chains = max(votes[t].items(),
+                               key=lambda kv: (len(kv[1]), -min(map(len, kv[1]))))
+            yield t, root, min(chains, key=len)
 
 
 def _is_globals(d: dict) -> bool:
@@ -251,11 +271,11 @@ def find_paths(targets: list[Target], *, deadline: float = DEADLINE,
     try:
         frontier = list(range(len(search.nodes)))
         depth = 0
-        while frontier and depth < max_depth and len(search.found) < len(targets):
+        while frontier and depth < max_depth and not search.done():
             if time.perf_counter() > stop_at:
                 break
-            open_targets = [i for i in frontier if search.target[i] not in search.found]
-            frontier = search.level(open_targets[:MAX_FRONTIER], stop_at)
+            still_open = [i for i in frontier if search.specimen[i] not in search.found]
+            frontier = search.level(still_open[:MAX_FRONTIER], stop_at)
             depth += 1
         out = [
             RefPath(targets[t].name, root, _words(search, root, chain, targets[t].suffix),
