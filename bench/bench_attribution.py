@@ -74,7 +74,7 @@ def plain(step, n: int) -> tuple[float, float, float, float]:
 
 def watched(step, n: int, attribution: bool, **kw) -> tuple[float, float, float, float]:
     t, c = time.perf_counter(), time.process_time()
-    r = Watch(WatchSpec(step, iterations=n, **kw), default_observers=attribution, live_verdict=False).run()
+    r = Watch(WatchSpec(step, iterations=n, **kw), tracker=attribution, live_verdict=False).run()
     wall, cpu = time.perf_counter() - t, time.process_time() - c
     if r.stopped != "iterations" or r.iteration_count != n:
         # e.g. the memory guard stopping a run because other jobs filled the machine's memory

@@ -194,6 +194,25 @@ def test_lines_finds_the_leaking_line_of_a_step():
     assert "LEAK-LINE" in worst.source
 
 
+def _loop_leaker(keep: list) -> None:
+    n = 0
+    for i in range(300):  # 300 traced lines per iteration: tracing costs far more than 1.8x
+        n += i
+    keep.append(_fresh_pages(256 * 1024 + n % 7))  # LEAK-LINE
+
+
+def test_lines_traces_some_iterations_when_tracing_every_one_would_cost_too_much():
+    keep: list = []
+    r = _watch(functools.partial(_loop_leaker, keep), iterations=300, lines=True)
+    lines = {ln.lineno: ln for ln in r.attribution.lines}
+    leak = lines[_line_of(_loop_leaker, "LEAK-LINE")]
+    # Tracing 300 lines costs about 20 times the untraced step: few iterations are traced.
+    assert 2 <= leak.iterations < 150, str(r.attribution)
+    assert max(lines.values(), key=lambda ln: ln.total_increment) is leak, str(r.attribution)
+    assert leak.grew_share >= 0.5, str(r.attribution)
+    assert f"--lines traced {leak.iterations:,} of 300 iterations" in str(r.attribution)
+
+
 def test_lines_on_a_notebook_cell_code_object_with_setup():
     # As the magic does: the cell compiled under a linecache-registered name that is not a file,
     # run by a function that exec()s it; with setup, the runner wraps it once more.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import linecache
+import time
 import types
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -12,6 +13,8 @@ from typing import Any
 from ..sampler import rss
 from .result import LineGrowth
 
+# --lines may make the step this many times slower; beyond, it traces only some iterations.
+LINES_COST_RATIO = 1.8
 _NEEDS_MEMORY_PROFILER = "lines=True (--lines) needs memory_profiler: pip install memory_profiler"
 
 
@@ -102,6 +105,11 @@ def _profiler_class() -> type:
 
 
 class _LineRecorder:
+    """Traces the step's lines in as many iterations as keep the step's time under
+    LINES_COST_RATIO times its untraced time (measured as it runs): the first iteration, then
+    whenever the time spent so far leaves room for one more traced call. A step whose lines are
+    cheap to trace is traced every iteration; a loop-heavy one every few."""
+
     def __init__(self, code: types.CodeType) -> None:
         self.prof = _profiler_class()()
         # Only the step's own code: a comprehension or a function defined in the cell is charged to
@@ -111,11 +119,28 @@ class _LineRecorder:
         self.total: dict[tuple[str, int], int] = {}
         self.grew: dict[tuple[str, int], int] = {}
         self.ran: dict[tuple[str, int], int] = {}
+        self.traced = self.plain = 0  # iterations run each way
+        self.traced_s = self.plain_s = 0.0  # and the seconds they took
+
+    def due(self) -> bool:
+        """Whether the next call is traced."""
+        if self.traced == 0 or self.plain == 0:
+            return self.traced == 0
+        per_plain = self.plain_s / self.plain
+        projected = self.traced_s + self.plain_s + self.traced_s / self.traced
+        return projected <= LINES_COST_RATIO * (self.traced + self.plain + 1) * per_plain
 
     def wrap(self, fn: Callable) -> Callable:
         rec = self
 
         def profiled(*args, **kwargs):
+            t0 = time.perf_counter()
+            if not rec.due():
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    rec.plain += 1
+                    rec.plain_s += time.perf_counter() - t0
             rec.map.last = None  # growth between iterations belongs to no line
             rec.map.current = {}
             rec.prof.enable_by_count()
@@ -124,6 +149,8 @@ class _LineRecorder:
             finally:
                 rec.prof.disable_by_count()
                 rec._collect()
+                rec.traced += 1
+                rec.traced_s += time.perf_counter() - t0
 
         profiled.__wrapped__ = fn  # type: ignore[attr-defined]
         return profiled
@@ -167,3 +194,12 @@ class LineReport:
 
     def result(self) -> list[LineGrowth]:
         return self._recorder.result() if self._recorder is not None else []
+
+    def sampling_note(self) -> str:
+        """What was traced, when not every iteration was."""
+        rec = self._recorder
+        if rec is None or rec.plain == 0:
+            return ""
+        return (f"--lines traced {rec.traced:,} of {rec.traced + rec.plain:,} iterations, to keep "
+                f"the step under {LINES_COST_RATIO:g}\u00d7 its untraced time: the increments are "
+                "summed over those, and the share is of those.")
