@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import html
+import mmap
 import re
 import subprocess
 import sys
@@ -101,6 +102,19 @@ def leaking_step(per_iteration: int = 256 * 1024) -> Any:
     return step
 
 
+def fresh_pages_step(per_iteration: int = 256 * 1024) -> Any:
+    """A leak of new resident pages every iteration (an anonymous mapping, written): RSS grows
+    by exactly that much, whatever heap memory earlier tests left free for reuse."""
+    junk: list[mmap.mmap] = []
+
+    def step() -> None:
+        m = mmap.mmap(-1, per_iteration)
+        m.write(b"x" * per_iteration)
+        junk.append(m)
+
+    return step
+
+
 # ---------------------------------------------------------------------------------- DOM contract
 
 
@@ -148,7 +162,7 @@ def test_bad_settings_are_refused() -> None:
 
 def test_a_leaking_run_ends_with_a_red_one_line_headline_a_trend_on_the_data_and_a_legend() -> None:
     d = Dashboard()
-    result = Watch(WatchSpec(step=leaking_step(), iterations=300), [d]).run()
+    result = Watch(WatchSpec(step=fresh_pages_step(), iterations=300), [d]).run()
     assert result.verdict.kind == "leak"
     assert kind_in(d.banner) == "leak"
     assert 'data-running="false"' in d.banner.value
@@ -203,7 +217,7 @@ def test_the_trend_sits_on_the_data_from_the_onset_to_the_last_point() -> None:
 
 def test_overlays_count_from_their_own_start_and_red_only_means_leak() -> None:
     d = Dashboard()
-    runs = [Watch(WatchSpec(step=leaking_step(), iterations=200, label="leaking"), [d]).run(),
+    runs = [Watch(WatchSpec(step=fresh_pages_step(), iterations=200, label="leaking"), [d]).run(),
             Watch(WatchSpec(step=lambda: sum(range(3000)), iterations=400, label="flat"), [d]).run()]
     leaking, flat = d.series
     # The second run starts hundreds of KiB higher, yet both are drawn from zero: the change
@@ -795,3 +809,14 @@ def test_final_details_say_what_is_growing():
     r = Watch(WatchSpec(step, setup=setup, iterations=60), [dash]).run()
     assert r.verdict.kind == "leak" and r.attribution.kind != "none"
     assert r.attribution.summary in text_of(dash._details_text.value)
+
+
+def test_views_of_a_long_run_update_less_often() -> None:
+    # Each update is a kernel message, and messages leave memory with the allocator: the first
+    # minute at the view's own interval, then every 1/150 of the time run, at most every 5 s.
+    from leakwidget.engine.observer import view_interval
+
+    assert view_interval(0.4, 5.0) == view_interval(0.4, 60.0) == 0.4
+    assert view_interval(0.4, 300.0) == pytest.approx(2.0)
+    assert view_interval(0.4, 3600.0) == 5.0
+    assert view_interval(10.0, 3600.0) == 10.0  # a slower view stays as slow as asked

@@ -135,10 +135,6 @@ class Series:
         # memory does not grow while it measures.
         self._t = np.ones(capacity, dtype=np.float64)
         self._v = np.ones(capacity, dtype=np.int64)
-        # Compaction works through these (pre-touched too): temporaries taken afresh at every
-        # compaction (every ~15 s of a fast step) stayed with the heap between other allocations.
-        self._scratch_t = np.ones(capacity - capacity // 2, dtype=np.float64)
-        self._scratch_v = np.ones(capacity - capacity // 2, dtype=np.int64)
         self._n = 0
         self.total = 0  # samples ever appended
         self._lock = threading.Lock()
@@ -173,20 +169,15 @@ class Series:
 
     def _compact(self) -> None:
         half = self.capacity // 2
-        t, v, st, sv = self._t, self._v, self._scratch_t, self._scratch_v
-        q = half // 2
-        np.copyto(st[:q], t[0 : 2 * q : 2])
-        np.maximum(v[0 : 2 * q : 2], v[1 : 2 * q : 2], out=sv[:q])
-        t[:q] = st[:q]
-        v[:q] = sv[:q]
-        if half % 2:  # an odd sample out stays as it is
-            t[q], v[q] = t[half - 1], v[half - 1]
-            q += 1
+        t, v = self._t, self._v
+        merged_t = t[0:half:2].copy()
+        merged_v = np.maximum(v[0:half:2], v[1:half:2])
+        q = merged_t.size
+        t[:q] = merged_t
+        v[:q] = merged_v
         rest = self._n - half
-        np.copyto(st[:rest], t[half : self._n])
-        np.copyto(sv[:rest], v[half : self._n])
-        t[q : q + rest] = st[:rest]
-        v[q : q + rest] = sv[:rest]
+        t[q : q + rest] = t[half : self._n]
+        v[q : q + rest] = v[half : self._n]
         self._n = q + rest
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:

@@ -32,7 +32,7 @@ import numpy as np
 from IPython import get_ipython
 
 from ..engine.compare import CompareResult
-from ..engine.observer import BaseObserver, RunControl
+from ..engine.observer import BaseObserver, RunControl, view_interval
 from ..engine.records import IterationRecord
 from ..engine.result import WatchResult
 from ..engine.search import BisectResult
@@ -217,7 +217,8 @@ class Dashboard(widgets.VBox, BaseObserver):
                 self._data.add_sample(ti, vi)
         # Drawn from this thread only while the loop is not drawing (a long step, the setup):
         # otherwise the loop's next redraw shows these samples anyway.
-        if time.perf_counter() - self._last_draw < PUBLISHER_DRAWS_AFTER * self.refresh_interval:
+        wait = view_interval(self.refresh_interval, self._data.last_end)
+        if time.perf_counter() - self._last_draw < PUBLISHER_DRAWS_AFTER * wait:
             return
         if self._lock.acquire(blocking=False):
             try:
@@ -229,7 +230,7 @@ class Dashboard(widgets.VBox, BaseObserver):
     def on_iteration(self, record: IterationRecord) -> None:
         with self._data_lock:
             self._data.add_iteration(record.index, record.start, record.end, record.rss, record.duration)
-        if time.perf_counter() - self._last_draw >= self.refresh_interval:
+        if time.perf_counter() - self._last_draw >= view_interval(self.refresh_interval, self._data.last_end):
             with self._lock:
                 self._guarded(self._draw_full)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-from ..engine.observer import BaseObserver
+from ..engine.observer import BaseObserver, view_interval
 from ..engine.records import IterationRecord
 from ..engine.result import WatchResult
 from ..engine.verdict import Verdict
@@ -22,7 +22,7 @@ class ProgressLine(BaseObserver):
         self._kind = verdict.kind
 
     def on_iteration(self, record: IterationRecord) -> None:
-        if record.end - self._last < 0.5:
+        if record.end - self._last < view_interval(0.5, record.end):
             return
         self._last = record.end
         self.stream.write(
