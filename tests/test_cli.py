@@ -338,7 +338,9 @@ def on_a_terminal(*args: str) -> tuple[int, str]:
 
 def test_in_a_terminal_the_programs_output_is_printed_above_the_live_line(tmp_path: Path) -> None:
     # A program that prints lines and redraws a progress line of its own: every line arrives
-    # once, in order, with its colours, before the report.
+    # once, in order, with its colours, before the report. Each line in one write: a line
+    # written in two (print("\\nlast line") flushes before its newline) is shown meanwhile
+    # as the unfinished line in the live part, and counted again at each redraw.
     prog = tmp_path / "chatty.py"
     prog.write_text(textwrap.dedent("""
         import sys, time
@@ -346,7 +348,8 @@ def test_in_a_terminal_the_programs_output_is_printed_above_the_live_line(tmp_pa
         for i in range(20):
             sys.stderr.write(f"\\rstep {i + 1}/20"); sys.stderr.flush()
             time.sleep(0.05)
-        print("\\nlast line", flush=True)
+        sys.stderr.write("\\n"); sys.stderr.flush()
+        print("last line", flush=True)
     """))
     status, screen = on_a_terminal("run", "--interval", "0.1", "--", sys.executable, str(prog))
     assert status in (0, 1, 2), screen

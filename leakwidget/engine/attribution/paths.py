@@ -4,9 +4,10 @@ For the top growing Python types (and containers), a few objects created during 
 taken as specimens, and a breadth-first search climbs ``gc.get_referrers`` from them until it
 reaches a *root*: a module global, a class attribute, a closure cell or a default argument of a
 function. A type's path is the one to the root that most of its specimens reach: what holds
-the growth, not a few objects something else made during the run (a lazy import). Each level of the search is one scan of the heap (``gc.get_referrers`` of the whole
-frontier at once), so its cost is depth × heap size; a deadline and a depth limit bound it, and
-nothing it touched is kept when it returns (the result is text).
+the growth, not a few objects something else made during the run (a lazy import). Each level of
+the search is one scan of the heap (``gc.get_referrers`` of the whole frontier at once), so its
+cost is depth × heap size; a deadline and a depth limit bound it, and nothing it touched is kept
+when it returns (the result is text).
 """
 
 from __future__ import annotations
