@@ -58,7 +58,10 @@ def test_a_stable_test_and_a_plateau_pass(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rA")
     result.assert_outcomes(passed=2)
     out = result.stdout.str()
-    assert re.search(r"Stable: no growth|Stable: after the warm-up", out), out
+    # The stable test's verdict is reported; in 3 s it is "stable", or now and then (1 run in
+    # several CI runs) "inconclusive" about a trickle of a few bytes per iteration (+72 KiB of a
+    # 60 MiB process): a warning, never a failure.
+    assert re.search(r"Stable: no growth|Stable: after the warm-up|test_stable: Inconclusive after", out), out
     assert "Plateau: memory grew by" in out, out
 
 
