@@ -15,6 +15,7 @@ rounds.
 from __future__ import annotations
 
 import argparse
+import json
 import queue
 import statistics
 import time
@@ -99,7 +100,6 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=10.0, help="length of each run")
     p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args()
-    import json
 
     front = Front()
     try:

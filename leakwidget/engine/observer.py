@@ -38,9 +38,9 @@ from .verdict import Verdict
 
 PUBLISH_INTERVAL = 0.1  # seconds between sample batches sent to observers
 # A view of a long run is refreshed less often: every 1/VIEW_UPDATES_PER_ELAPSED of the time it has
-# run, at most every SLOWEST_VIEW_UPDATE seconds. In a kernel each update is a message, and every
-# message sent leaves a little memory with the allocator: at 2.5 a second for 10 minutes, 1-2 MiB
-# of a flat step's RSS (about 100 KiB when the same watch sent nothing).
+# run, at most every SLOWEST_VIEW_UPDATE seconds. In a kernel each update is a message, and a watch
+# whose view sends messages grew a flat step's RSS by 0.9-2.5 MiB in 10 minutes (~100 KiB in 20-40 s
+# when it sent none); fewer messages, though whether that lowers the growth was not measured.
 VIEW_UPDATES_PER_ELAPSED = 150.0
 SLOWEST_VIEW_UPDATE = 5.0
 

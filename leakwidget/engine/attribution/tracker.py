@@ -158,8 +158,8 @@ class Tracker:
     def _evidence(self, verdict: Verdict, log: RecordLog) -> Evidence:
         """Ask each collector what it saw; the order matters (see the comments)."""
         notes = [*self._retention.notes, *self._lines.notes, *self._gpu.notes]
-        if self._lines.sampling_note():
-            notes.append(self._lines.sampling_note())
+        if note := self._lines.sampling_note():
+            notes.append(note)
         lines = tuple(self._lines.result())
         gpu = self._gpu.result()
         growth = measure_growth(verdict, log)
