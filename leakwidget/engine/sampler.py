@@ -42,8 +42,40 @@ def _open_statm() -> int | None:
 _statm = _open_statm()  # one descriptor, read with pread: no seek, so threads need no lock
 
 
+def _libc_keeping_the_gil() -> tuple | None:
+    """libc's ``pread`` and ``pwrite`` called without releasing the GIL (``ctypes.PyDLL``).
+
+    ``os.pread`` releases the GIL for the system call, and while any other Python thread is
+    alive (our sampler), the first release after the step held the GIL for a millisecond or
+    more costs 8-10 µs on its own (measured: 1.9 µs without another thread, 9.5 µs with one
+    that wakes at 10 Hz; a second read right after is fast again). Our reads take 1-2 µs in
+    the kernel and never block, so keeping the GIL through them is cheaper than handing it on.
+    """
+    try:
+        libc = ctypes.PyDLL(None)
+        pread, pwrite = libc.pread, libc.pwrite
+    except (OSError, AttributeError, TypeError):
+        return None
+    pread.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_long]
+    pread.restype = ctypes.c_ssize_t
+    pwrite.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_long]
+    pwrite.restype = ctypes.c_ssize_t
+    return pread, pwrite
+
+
+_LIBC = _libc_keeping_the_gil() if _statm is not None else None
+_buffers = threading.local()  # each thread reads into its own buffer
+
+
 def rss() -> int:
     """Resident set size of this process, in bytes."""
+    if _LIBC is not None:
+        buf = getattr(_buffers, "statm", None)
+        if buf is None:
+            buf = _buffers.statm = ctypes.create_string_buffer(64)
+        n = _LIBC[0](_statm, buf, 64, 0)
+        if n > 0:
+            return int(buf.raw[:n].split()[1]) * PAGE_SIZE
     if _statm is not None:
         return int(os.pread(_statm, 64, 0).split()[1]) * PAGE_SIZE
     import psutil
@@ -95,6 +127,8 @@ class PeakMeter:
 
     def reset(self) -> None:
         if self.available:
+            if _LIBC is not None and _LIBC[1](self._clear, b"5", 1, 0) == 1:
+                return  # written keeping the GIL (see _libc_keeping_the_gil)
             try:
                 os.write(self._clear, b"5")
             except OSError:
