@@ -7,6 +7,7 @@ import json
 import mmap
 import sys
 import threading
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -117,6 +118,29 @@ def test_the_series_stays_in_time_order_when_readings_arrive_late_and_when_compa
     t, _ = s.arrays()
     assert len(t) <= 16 and np.all(np.diff(t) >= 0)
     assert s.total == 207
+
+
+def test_compacting_the_series_merges_pairs_and_allocates_no_copy_of_it():
+    # What a run of 5 minutes at 125 Hz does: the series is full and compacts. The oldest half
+    # becomes pairs (first time, larger value); the rest moves down unchanged. NumPy reports its
+    # buffers to tracemalloc: a copy of half the series (80 KiB a column) would show.
+    s = sampler.Series(capacity=40_000)
+    for i in range(40_000):
+        s.append(float(i), (i * 7919) % 1000)
+    tracemalloc.start()
+    try:
+        s.append(40_000.0, 5)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    t, v = s.arrays()
+    assert len(t) == 10_000 + 20_000 + 1
+    want_v = np.maximum((np.arange(0, 20_000, 2) * 7919) % 1000, (np.arange(1, 20_000, 2) * 7919) % 1000)
+    assert np.array_equal(t[:10_000], np.arange(0, 20_000, 2)) and np.array_equal(v[:10_000], want_v)
+    assert np.array_equal(t[10_000:-1], np.arange(20_000, 40_000))
+    assert np.array_equal(v[10_000:-1], (np.arange(20_000, 40_000) * 7919) % 1000)
+    assert (t[-1], v[-1]) == (40_000.0, 5)
+    assert peak < 32 * 1024, f"compaction allocated {peak} bytes"
 
 
 def test_peak_rss_sees_a_spike_inside_one_iteration():

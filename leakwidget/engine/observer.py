@@ -38,10 +38,11 @@ from .verdict import Verdict
 
 PUBLISH_INTERVAL = 0.1  # seconds between sample batches sent to observers
 # A view of a long run is refreshed less often: every 1/VIEW_UPDATES_PER_ELAPSED of the time it has
-# run, at most every SLOWEST_VIEW_UPDATE seconds. In a kernel each update is a message, and a watch
-# whose view sends messages grew a flat step's RSS by 0.9-2.5 MiB in 10 minutes (~100 KiB in 20-40 s
-# when it sent none); fewer messages, though whether that lowers the growth was not measured.
-VIEW_UPDATES_PER_ELAPSED = 150.0
+# run, at most every SLOWEST_VIEW_UPDATE seconds. In a kernel each update is a dozen messages, and
+# the kernel keeps some of what sending them allocated: a flat 1 ms step watched for 10 minutes
+# with the dashboard grew 1.6 MiB at 2.5 redraws a second and 1/150 (~500 redraws), 0.87 MiB at
+# one a second and 1/60 (~200 redraws), the same day, one soak each.
+VIEW_UPDATES_PER_ELAPSED = 60.0
 SLOWEST_VIEW_UPDATE = 5.0
 
 

@@ -153,6 +153,9 @@ class PeakMeter:
         return int(buf[i + 6 : buf.index(b"kB", i, n)]) * 1024
 
 
+_COMPACT_CHUNK = 1024  # elements moved at a time when a Series compacts
+
+
 class Series:
     """A bounded (time, value) series.
 
@@ -202,16 +205,24 @@ class Series:
             self.total += 1
 
     def _compact(self) -> None:
+        # In place, a chunk at a time: whole-array temporaries (160 KiB at the default capacity)
+        # were taken from the heap at the first compaction, 5 minutes into a run at 125 Hz, and
+        # the allocator kept them: a flat step's kernel RSS rose by 120-450 KiB at that moment
+        # in two 10-minute soaks. Chunks are small enough to be reused from the allocator's
+        # free lists. Front to back is safe: chunk [a, b) reads [2a, 2b), never behind a write,
+        # and the tail moves down by capacity // 4, more than a chunk.
         half = self.capacity // 2
         t, v = self._t, self._v
-        merged_t = t[0:half:2].copy()
-        merged_v = np.maximum(v[0:half:2], v[1:half:2])
-        q = merged_t.size
-        t[:q] = merged_t
-        v[:q] = merged_v
-        rest = self._n - half
-        t[q : q + rest] = t[half : self._n]
-        v[q : q + rest] = v[half : self._n]
+        q = half // 2
+        for a in range(0, q, _COMPACT_CHUNK):
+            b = min(q, a + _COMPACT_CHUNK)
+            t[a:b] = t[2 * a : 2 * b : 2]
+            np.maximum(v[2 * a : 2 * b : 2], v[2 * a + 1 : 2 * b : 2], out=v[a:b])
+        rest = self._n - 2 * q
+        for a in range(0, rest, _COMPACT_CHUNK):
+            b = min(rest, a + _COMPACT_CHUNK)
+            t[q + a : q + b] = t[2 * q + a : 2 * q + b]
+            v[q + a : q + b] = v[2 * q + a : 2 * q + b]
         self._n = q + rest
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:

@@ -62,7 +62,7 @@ PUBLISHER_DRAWS_AFTER = 2.5  # refresh intervals without a redraw before the sam
 class Dashboard(widgets.VBox, BaseObserver):
     """Live view of a watch, and the controls to steer the hunt."""
 
-    def __init__(self, *, max_points: int = 2000, refresh_interval: float = 0.4, **kwargs: Any) -> None:
+    def __init__(self, *, max_points: int = 2000, refresh_interval: float = 1.0, **kwargs: Any) -> None:
         if max_points < 8:
             raise ValueError(f"max_points must be at least 8, got {max_points}")
         if not refresh_interval > 0:
