@@ -207,11 +207,12 @@ def test_a_synchronous_watch_says_clicks_cannot_arrive(front: FrontEnd) -> None:
 
 
 def test_the_chart_moves_during_one_long_step(front: FrontEnd) -> None:
-    # One iteration that keeps the CPU busy for 1.6 s: on_iteration cannot redraw before it
-    # ends, so any RSS update sent well before the end came from the dashboard's live thread.
+    # One iteration that keeps the CPU busy for 3.2 s: on_iteration cannot redraw before it
+    # ends, so any RSS update sent well before the end came from the dashboard's live thread
+    # (which draws once the loop has not for 1.5 refresh intervals, 1.5 s).
     code = (
         "%%leakwatch -n 1\n"
-        "import time as _t\n_end = _t.perf_counter() + 1.6\n"
+        "import time as _t\n_end = _t.perf_counter() + 3.2\n"
         "while _t.perf_counter() < _end:\n    pass\n"
     )
     msg_id = front.kc.execute(code)

@@ -56,7 +56,7 @@ from .strip import PipelineStrip
 
 __all__ = ["Dashboard", "show_dashboard"]
 
-PUBLISHER_DRAWS_AFTER = 2.5  # refresh intervals without a redraw before the sampler's thread draws
+PUBLISHER_DRAWS_AFTER = 1.5  # refresh intervals without a redraw before the sampler's thread draws
 
 
 class Dashboard(widgets.VBox, BaseObserver):
