@@ -241,6 +241,7 @@ class WorkerProcess:
                 _kill_group(self.pid)
                 self.wait_exit(EXIT_GRACE)
             _kill_group(self.pid)  # what the step left behind (the worker is not reaped yet)
+            _wait_group_gone(self.pid, EXIT_GRACE)
         finally:
             self.proc.wait()
             self.control.close()
@@ -285,6 +286,32 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _wait_group_gone(pgid: int, timeout: float) -> None:
+    """SIGKILL is delivered asynchronously: wait (at most ``timeout``) until no process of the
+    group still runs, so that a caller finds them ended (zombies waiting for init count as
+    ended). Reads /proc; elsewhere it returns at once."""
+    deadline = time.monotonic() + timeout
+    while _group_runs(pgid) and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
+def _group_runs(pgid: int) -> bool:
+    try:
+        pids = [name for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return False
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:  # ended meanwhile
+            continue
+        fields = stat[stat.rindex(b")") + 2 :].split()  # state, ppid, pgrp, ...
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
 
 
 def _relay(fd: int, name: str) -> None:
