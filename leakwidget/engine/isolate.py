@@ -291,26 +291,21 @@ def _kill_group(pgid: int) -> None:
 def _wait_group_gone(pgid: int, timeout: float) -> None:
     """SIGKILL is delivered asynchronously: wait (at most ``timeout``) until no process of the
     group still runs, so that a caller finds them ended (zombies waiting for init count as
-    ended). Reads /proc; elsewhere it returns at once."""
+    ended)."""
     deadline = time.monotonic() + timeout
     while _group_runs(pgid) and time.monotonic() < deadline:
         time.sleep(0.005)
 
 
 def _group_runs(pgid: int) -> bool:
-    try:
-        pids = [name for name in os.listdir("/proc") if name.isdigit()]
-    except OSError:
-        return False
-    for pid in pids:
+    import psutil
+
+    for proc in psutil.process_iter():
         try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:  # ended meanwhile
+            if os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
+                return True
+        except (psutil.Error, OSError):  # ended meanwhile
             continue
-        fields = stat[stat.rindex(b")") + 2 :].split()  # state, ppid, pgrp, ...
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            return True
     return False
 
 
