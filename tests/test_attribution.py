@@ -216,11 +216,13 @@ def test_lines_traces_some_iterations_when_tracing_every_one_would_cost_too_much
 def test_lines_on_a_notebook_cell_code_object_with_setup():
     # As the magic does: the cell compiled under a linecache-registered name that is not a file,
     # run by a function that exec()s it; with setup, the runner wraps it once more.
-    src = "total = sum(range(50))\nstate.append(b\"x\" * 300_000)  # touched, so resident\ntotal += 1\n"
+    # The leaking line maps fresh pages: 300 KB from malloc may land in heap pages an earlier
+    # test freed and left resident (CI saw all 11 traced iterations grow by 0).
+    src = "total = sum(range(50))\nstate.append(fresh(300_000))  # written, so resident\ntotal += 1\n"
     filename = "<leakwatch-cell-test>"
     linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
     code = compile(src, filename, "exec")
-    ns: dict = {}
+    ns: dict = {"fresh": _fresh_pages}
 
     def cell_step(state):
         ns["state"] = state
