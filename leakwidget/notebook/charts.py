@@ -108,8 +108,9 @@ def duration_trend(index: np.ndarray, duration: np.ndarray, warmup: int) -> tupl
     jump — another process starting on the machine — is not a trend), and adding at least half
     the median duration over the run.
     """
-    keep = index >= (index[0] + warmup) if index.size else np.zeros(0, bool)
-    x, y = index[keep].astype(float), duration[keep].astype(float)
+    # A slice of the ascending index, not a mask: see trend_line on numpy's small buffers.
+    a = int(np.searchsorted(index, index[0] + warmup, side="left")) if index.size else 0
+    x, y = index[a:].astype(float), duration[a:].astype(float)
     if x.size < 16:
         return False, 0.0
     if x.size > 100:
@@ -367,8 +368,9 @@ class Charts:
         x, y = data.iterations.envelope()
         series.duration.x, series.duration.y = _f32(x), _f32(y * 1000.0)
         series.last_index = max(data.last_index, 0.0)
-        after = x >= verdict.warmup  # a slow first iteration must not squash the rest
-        ms = y[after] if after.any() else y
+        # A slow first iteration must not squash the rest (x ascends: a slice, not a mask).
+        after = int(np.searchsorted(x, verdict.warmup, side="left"))
+        ms = y[after:] if after < x.size else y
         series.ms_max = float(ms.max()) * 1000.0 if ms.size else 0.0
         idx, dur, *_ = data.iterations.means()
         if idx.size:

@@ -86,6 +86,12 @@ class Buckets:
         self.extras = extras
         # Written once now (np.ones, not np.empty), so the pages are resident before a run.
         self._a = np.ones((9 + extras, capacity))
+        # The envelope's masks, written in place (``out=``). Fresh ones would be numpy buffers
+        # under 1 KiB whose size follows the bucket count, and numpy keeps up to 7 freed buffers
+        # of every such size for reuse: one redraw after another, they piled up in a quiet
+        # 10-minute soak as a steady trickle of the kernel's memory (~1 KiB/s, seen with memray).
+        self._lo_first = np.ones(capacity + 1, dtype=bool)
+        self._keep = np.ones((capacity + 1, 2), dtype=bool)
         self.width = 1
         self.closed = 0
         self.total = 0  # points ever appended
@@ -152,16 +158,17 @@ class Buckets:
         """(x, y) to draw: each bucket's lowest and highest point, in x order (one point for a
         bucket of one)."""
         r = self._rows()
-        lo_first = r[self._XLO] <= r[self._XHI]
-        x = np.empty((r.shape[1], 2))
-        y = np.empty((r.shape[1], 2))
+        n = r.shape[1]
+        lo_first = np.less_equal(r[self._XLO], r[self._XHI], out=self._lo_first[:n])
+        x = np.empty((n, 2))
+        y = np.empty((n, 2))
         x[:, 0] = np.where(lo_first, r[self._XLO], r[self._XHI])
         y[:, 0] = np.where(lo_first, r[self._YLO], r[self._YHI])
         x[:, 1] = np.where(lo_first, r[self._XHI], r[self._XLO])
         y[:, 1] = np.where(lo_first, r[self._YHI], r[self._YLO])
-        single = r[self._N] <= 1
-        keep = np.ones((r.shape[1], 2), dtype=bool)
-        keep[:, 1] = ~single
+        keep = self._keep[:n]
+        keep[:, 0] = True
+        np.greater(r[self._N], 1, out=keep[:, 1])  # a bucket of one sample gives one point
         return x[keep], y[keep]
 
     def means(self) -> tuple[np.ndarray, ...]:
@@ -182,13 +189,13 @@ class Buckets:
     def first_at(self, x: float) -> float | None:
         """The mean y of the first bucket that reaches ``x`` (None: none does yet)."""
         r = self._rows()
-        at = np.flatnonzero(r[self._X1] >= x)
-        return float(r[self._SY, at[0]] / r[self._N, at[0]]) if at.size else None
+        i = int(np.searchsorted(r[self._X1], x, side="left"))  # buckets are in x order
+        return float(r[self._SY, i] / r[self._N, i]) if i < r.shape[1] else None
 
     def y_range(self, x_from: float = -np.inf) -> tuple[float, float] | None:
         """Lowest and highest y of the buckets that start at or after ``x_from`` (None: none)."""
         r = self._rows()
-        keep = r[self._X0] >= x_from
-        if not keep.any():
+        i = int(np.searchsorted(r[self._X0], x_from, side="left"))  # a slice: no mask (see _keep)
+        if i >= r.shape[1]:
             return None
-        return float(r[self._YLO, keep].min()), float(r[self._YHI, keep].max())
+        return float(r[self._YLO, i:].min()), float(r[self._YHI, i:].max())

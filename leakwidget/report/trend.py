@@ -67,13 +67,18 @@ def trend_line(verdict: Verdict, index: np.ndarray, rss: np.ndarray, end: np.nda
     fx, fy = shape
     if fx[-1] <= fx[0]:
         return empty
-    inside = (index >= fx[0]) & (index <= fx[-1])
-    if inside.any():
+    # The records inside the fit, as a slice of the ascending index. No masks, and the vertices
+    # are always _VERTICES picks (repeats merge in union1d): the live chart calls this at every
+    # redraw, and temporaries under 1 KiB whose size follows the data pile up in numpy's cache
+    # of freed buffers (up to 7 of each size), a trickle in a quiet step's memory.
+    a = int(np.searchsorted(index, fx[0], side="left"))
+    b = int(np.searchsorted(index, fx[-1], side="right"))
+    if b > a:
         # The level from the data themselves: the fit's offset from them, robustly.
-        fy = fy + float(np.median(rss[inside] - np.interp(index[inside], fx, fy)))
-    vertices = index[inside]
-    if vertices.size > _VERTICES:
-        vertices = vertices[np.linspace(0, vertices.size - 1, _VERTICES).astype(int)]
+        fy = fy + float(np.median(rss[a:b] - np.interp(index[a:b], fx, fy)))
+        vertices = index[a:b][np.linspace(0, b - a - 1, _VERTICES).astype(np.intp)]
+    else:
+        vertices = index[a:b]
     xs = np.union1d(fx, vertices)
     # Iterations to times: the exact newest iteration joins the table, so the line ends
     # where the data end.
