@@ -142,6 +142,36 @@ def test_a_small_one_off_rise_then_flat_is_stable_not_a_plateau():
     assert "rose once by" in v.summary
 
 
+def _sticky_noise(rng: np.random.Generator, n: int, sigma: float, rho: float = 0.98) -> np.ndarray:
+    # Memory noise is sticky (the allocator keeps a freed block a while): AR(1), not white.
+    e = rng.normal(0, sigma * np.sqrt(1 - rho**2), n)
+    out = np.empty(n)
+    acc = 0.0
+    for i in range(n):
+        acc = rho * acc + e[i]
+        out[i] = acc
+    return out
+
+
+def test_a_creep_too_small_to_matter_after_a_long_run_is_stable_and_says_how_small():
+    # A quiet step watched for ten minutes in a kernel: 500,000 iterations creeping by about a
+    # byte each, significant at 95% but not at the 99.9% a leak needs. Even its upper bound adds
+    # under the 1 MiB a leak must: stable, not "run longer" (which would never end).
+    x = np.arange(0, 500_000, 250, dtype=float)
+    creep = 0.8 * x + _sticky_noise(np.random.default_rng(0), x.size, 64 * KiB)
+    kw = dict(durations=np.full(x.size, 1.2e-3), headroom=20 * 1024 * MiB)
+    v = decide(x, 120 * MiB + creep, **kw)
+    assert v.slope_low > 0, "the case must be significant at 95%, or it tests the old rule"
+    assert v.kind == "stable", v.summary
+    assert "no growth worth calling a leak" in v.summary and "less than a leak must add (1.0 MiB)" in v.summary
+    most = v.summary.split("the creep adds ")[1].split(" over the run")[0]
+    assert most.endswith("KiB") and v.slope_high * 499_750 / KiB <= float(most.split()[0]) + 1 < 1025, v.summary
+    # The same shape four times as tall: as significant, but its upper bound adds more than
+    # 1 MiB over the run. Not stable.
+    v4 = decide(x, 120 * MiB + 4 * creep, **kw)
+    assert v4.kind in ("inconclusive", "leak"), v4.summary
+
+
 def test_warm_up_is_the_leading_cluster_of_jumps_not_a_late_one():
     rng = np.random.default_rng(5)
     x = np.arange(2000)

@@ -11,6 +11,7 @@ from .constants import BLOCK_BYTES, MIN_LEAK_GROWTH, MIN_POINTS
 from .evidence import Evidence, Window
 from .growth import leak_test
 from .model import (
+    Creep,
     Doubt,
     Filled,
     Finding,
@@ -225,14 +226,30 @@ def _filled_in_warmup(ev: Evidence) -> bool:
                 and high < 0.25 * warm_fill / max(w, 1) and high * (x[-1] - x[0]) < warm_fill)
 
 
+def _creep(ev: Evidence, ceiling: float) -> float | None:
+    """The most a creep can add over the run (its 95% upper bound), when it is too little to
+    matter: nothing is significant at the level a leak is decided, and even that bound adds less
+    than a leak must (``min_growth``) and stays under the negligible rate (no exhaustion within
+    STABLE_HORIZON_S). The other side of the leak test: an equivalence test, the rate shown to
+    be below the one that matters. A quiet step watched for ten minutes in a kernel creeps so,
+    by a byte per iteration; "run longer" would never end."""
+    tr, chosen = ev.overall, ev.leak.test.trend
+    if not tr.low > 0 or tr.low_decide > 0 or chosen.low_decide > 0:
+        return None
+    end = float(ev.window.x[-1])
+    most = max(tr.high * (end - float(ev.window.x[0])), chosen.high * (end - ev.leak.test.onset))
+    return most if tr.high < ceiling and chosen.high < ceiling and most < ev.min_growth else None
+
+
 def stable(ev: Evidence, fill: Fill | None) -> Finding | None:
-    """No growth after the warm-up, or one rise under MIN_LEAK_GROWTH and flat since; a
-    warm-up that was a fill, flat since, is a plateau."""
+    """No growth after the warm-up (or a creep too small to matter, see ``_creep``), or one rise
+    under MIN_LEAK_GROWTH and flat since; a warm-up that was a fill, flat since, is a plateau."""
     ceiling = max(ev.negligible, 64.0)
     flat_all = ev.overall.low <= 0 and ev.overall.high < ceiling
+    creep = None if flat_all else _creep(ev, ceiling)
     small = fill is not None and fill.filled < MIN_LEAK_GROWTH
     step = fill if small and fill.tail.high < ceiling else None
-    if not (flat_all or step is not None or _filled_in_warmup(ev)):
+    if not (flat_all or creep is not None or step is not None or _filled_in_warmup(ev)):
         return None
     x = ev.window.x
     if flat_all or step is None:
@@ -250,6 +267,8 @@ def stable(ev: Evidence, fill: Fill | None) -> Finding | None:
     )
     if flat_all or step is None:
         verdict.fit = [(float(ev.fx[0]), level), (float(x[-1]), level)]
+        if not flat_all and creep is not None:
+            return Finding(verdict, Creep(creep, ev.min_growth))
         return Finding(verdict, Flat())
     verdict.fit = [(step.fit_start, level - step.rise), (step.knee, level), (float(x[-1]), level)]
     return Finding(verdict, StepThenFlat(step.rise, step.fit_start, step.knee))

@@ -92,6 +92,16 @@ class Flat:
 
 
 @dataclass(frozen=True)
+class Creep:
+    """Stable: growth significant at 95% but not at the level a leak is decided, so slow that
+    even at its 95% upper bound it adds ``most`` over the run, under what a leak must add
+    (``needed``), and would not exhaust memory within STABLE_HORIZON_S."""
+
+    most: float
+    needed: float
+
+
+@dataclass(frozen=True)
 class StepThenFlat:
     """Stable: one rise under MIN_LEAK_GROWTH over iterations ``first``–``last``, flat since."""
 

@@ -7,6 +7,7 @@ from dataclasses import replace
 from ..units import format_bytes, format_duration, format_range
 from .constants import MIN_POINTS
 from .model import (
+    Creep,
     Doubt,
     Filled,
     Finding,
@@ -83,7 +84,7 @@ def _say(found: Finding) -> tuple[str, str]:
                 f"level off (a cache warming up) or go on at the current rate"
                 f"{_runs_out(*exhaust)}."
             ), "slowing"
-        case Flat() | StepThenFlat():
+        case Flat() | StepThenFlat() | Creep():
             return _stable(v, story), ""
         case Unexplained() | TooLittle() | Unsteady() | NotYetSignificant() | Noisy() | NoFit():
             reason = _doubt(story)
@@ -136,7 +137,7 @@ def _slowing_leak(v: Verdict, story: Slowing) -> str:
     return line + "."
 
 
-def _stable(v: Verdict, story: Flat | StepThenFlat) -> str:
+def _stable(v: Verdict, story: Flat | StepThenFlat | Creep) -> str:
     warm = f" (iterations 0\u2013{v.warmup - 1})" if v.warmup > 1 else ""
     slope = (
         f"{format_bytes(v.slope, signed=True)} per iteration "
@@ -144,6 +145,12 @@ def _stable(v: Verdict, story: Flat | StepThenFlat) -> str:
     )
     if isinstance(story, Flat):
         return f"Stable: no growth after the warm-up{warm}: {slope}"
+    if isinstance(story, Creep):
+        return (
+            f"Stable: no growth worth calling a leak after the warm-up{warm}: even at its 95% "
+            f"upper bound the creep adds {format_bytes(story.most)} over the run, less than a "
+            f"leak must add ({format_bytes(story.needed)}): {slope}"
+        )
     return (
         f"Stable: after the warm-up{warm} memory rose once by {format_bytes(story.rise)} "
         f"(iterations {int(story.first)}\u2013{int(story.last)}) and has stayed flat since: "
