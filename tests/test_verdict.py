@@ -164,12 +164,24 @@ def test_a_creep_too_small_to_matter_after_a_long_run_is_stable_and_says_how_sma
     assert v.slope_low > 0, "the case must be significant at 95%, or it tests the old rule"
     assert v.kind == "stable", v.summary
     assert "no growth worth calling a leak" in v.summary and "less than a leak must add (1.0 MiB)" in v.summary
+    assert "over a month" in v.summary
     most = v.summary.split("the creep adds ")[1].split(" over the run")[0]
     assert most.endswith("KiB") and v.slope_high * 499_750 / KiB <= float(most.split()[0]) + 1 < 1025, v.summary
     # The same shape four times as tall: as significant, but its upper bound adds more than
     # 1 MiB over the run. Not stable.
     v4 = decide(x, 120 * MiB + 4 * creep, **kw)
     assert v4.kind in ("inconclusive", "leak"), v4.summary
+
+
+def test_a_small_real_leak_in_a_short_noisy_run_is_not_called_a_harmless_creep():
+    # 2 KiB per 100 ms iteration (1.7 GB a day) for 300 iterations under sticky noise: as
+    # significant as the creep above (95%, not 99.9%), and its bound adds under 1 MiB over so
+    # short a run, but over a month it would use the memory many times over: "run longer".
+    x = np.arange(300, dtype=float)
+    y = 300 * MiB + 2048 * x + _sticky_noise(np.random.default_rng(1), x.size, 128 * KiB)
+    v = decide(x, y, durations=np.full(x.size, 0.1), headroom=20 * 1024 * MiB)
+    assert v.slope_low > 0 and v.slope_high * 300 < MiB, v.summary
+    assert v.kind == "inconclusive" and "run longer" in v.summary, v.summary
 
 
 def test_warm_up_is_the_leading_cluster_of_jumps_not_a_late_one():

@@ -35,8 +35,8 @@ How it is decided, in plain words (the README repeats this for users):
    the noise and at least 1 MiB. A long or several-step warm-up counts as the start of the fill.
 5. **Stable**: no significant growth, and even the 95% upper bound of the slope would not exhaust
    the available memory within 24 hours of running; or one rise under 1 MiB, flat since. A creep
-   significant at 95% but not at 99.9% is stable too when even its 95% upper bound would add less
-   over the run than a leak must (point 3) and stays under that 24-hour rate: a quiet step
+   significant at 95% but not at 99.9% is stable too when even its 95% upper bound adds under
+   1 MiB over the run and would take over 30 days to use the memory available: a quiet step
    watched for minutes creeps by a byte per iteration, and "run longer" would never end.
 6. Otherwise **inconclusive**, with the reason: too few iterations, noise too large for the length
    of the run, or growth that may be levelling off.
@@ -55,6 +55,7 @@ from __future__ import annotations
 
 from .constants import (
     BLOCK_BYTES,
+    CREEP_HORIZON_S,
     LIVE_SHARE,
     MAX_POINTS,
     MIN_LEAK_GROWTH,
@@ -71,6 +72,7 @@ from .stats import Trend, batches, detect_warmup, effective_rises, robust_sigma,
 
 __all__ = [
     "BLOCK_BYTES",
+    "CREEP_HORIZON_S",
     "LIVE_SHARE",
     "MAX_POINTS",
     "MIN_LEAK_GROWTH",

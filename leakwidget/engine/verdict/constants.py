@@ -8,6 +8,7 @@ Z_DECIDE = 3.290527  # 99.9% two-sided: the level a leak must reach
 MAX_POINTS = 300  # bucket medians the estimators work on
 MIN_POINTS = 8  # iterations after warm-up before anything is decided
 STABLE_HORIZON_S = 24 * 3600.0  # "stable": the slope's upper bound would not exhaust memory in this
+CREEP_HORIZON_S = 30 * 24 * 3600.0  # a creep called stable would not exhaust memory in this
 MIN_LEAK_GROWTH = 1024 * 1024  # a leak must have added at least this much during the run
 BLOCK_BYTES = 64  # a typical pymalloc block (objects of 49–64 B): turns block counts into bytes
 MIN_RISES_UNEXPLAINED = 12  # rises growth needs when nothing in use grows with it (see 3.)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .constants import BLOCK_BYTES, MIN_LEAK_GROWTH, MIN_POINTS
+from .constants import BLOCK_BYTES, CREEP_HORIZON_S, MIN_LEAK_GROWTH, MIN_POINTS
 from .evidence import Evidence, Window
 from .growth import leak_test
 from .model import (
@@ -226,19 +226,26 @@ def _filled_in_warmup(ev: Evidence) -> bool:
                 and high < 0.25 * warm_fill / max(w, 1) and high * (x[-1] - x[0]) < warm_fill)
 
 
-def _creep(ev: Evidence, ceiling: float) -> float | None:
+def _creep(ev: Evidence) -> float | None:
     """The most a creep can add over the run (its 95% upper bound), when it is too little to
-    matter: nothing is significant at the level a leak is decided, and even that bound adds less
-    than a leak must (``min_growth``) and stays under the negligible rate (no exhaustion within
-    STABLE_HORIZON_S). The other side of the leak test: an equivalence test, the rate shown to
-    be below the one that matters. A quiet step watched for ten minutes in a kernel creeps so,
-    by a byte per iteration; "run longer" would never end."""
+    matter; None otherwise. Too little: nothing is significant at the level a leak is decided,
+    and even at that bound it adds under MIN_LEAK_GROWTH over the run and would take over
+    CREEP_HORIZON_S to use the memory still available (known only with iteration times and the
+    headroom). The other side of the leak test: an equivalence test, the rate shown to be below
+    the one that matters. A quiet step watched for ten minutes in a kernel creeps so, by a byte
+    per iteration, and "run longer" would never end; a small real leak in a short run does not
+    pass (its bound, over a month, exceeds the memory)."""
     tr, chosen = ev.overall, ev.leak.test.trend
     if not tr.low > 0 or tr.low_decide > 0 or chosen.low_decide > 0:
         return None
+    if not (ev.room and ev.sec_per_iter):
+        return None
+    high = max(tr.high, chosen.high)
+    if high * CREEP_HORIZON_S / ev.sec_per_iter >= ev.room:
+        return None
     end = float(ev.window.x[-1])
     most = max(tr.high * (end - float(ev.window.x[0])), chosen.high * (end - ev.leak.test.onset))
-    return most if tr.high < ceiling and chosen.high < ceiling and most < ev.min_growth else None
+    return most if most < MIN_LEAK_GROWTH else None
 
 
 def stable(ev: Evidence, fill: Fill | None) -> Finding | None:
@@ -246,7 +253,7 @@ def stable(ev: Evidence, fill: Fill | None) -> Finding | None:
     under MIN_LEAK_GROWTH and flat since; a warm-up that was a fill, flat since, is a plateau."""
     ceiling = max(ev.negligible, 64.0)
     flat_all = ev.overall.low <= 0 and ev.overall.high < ceiling
-    creep = None if flat_all else _creep(ev, ceiling)
+    creep = None if flat_all else _creep(ev)
     small = fill is not None and fill.filled < MIN_LEAK_GROWTH
     step = fill if small and fill.tail.high < ceiling else None
     if not (flat_all or creep is not None or step is not None or _filled_in_warmup(ev)):
@@ -268,7 +275,7 @@ def stable(ev: Evidence, fill: Fill | None) -> Finding | None:
     if flat_all or step is None:
         verdict.fit = [(float(ev.fx[0]), level), (float(x[-1]), level)]
         if not flat_all and creep is not None:
-            return Finding(verdict, Creep(creep, ev.min_growth))
+            return Finding(verdict, Creep(creep, MIN_LEAK_GROWTH))
         return Finding(verdict, Flat())
     verdict.fit = [(step.fit_start, level - step.rise), (step.knee, level), (float(x[-1]), level)]
     return Finding(verdict, StepThenFlat(step.rise, step.fit_start, step.knee))

@@ -149,7 +149,8 @@ def _stable(v: Verdict, story: Flat | StepThenFlat | Creep) -> str:
         return (
             f"Stable: no growth worth calling a leak after the warm-up{warm}: even at its 95% "
             f"upper bound the creep adds {format_bytes(story.most)} over the run, less than a "
-            f"leak must add ({format_bytes(story.needed)}): {slope}"
+            f"leak must add ({format_bytes(story.needed)}), and would take over a month to use "
+            f"the memory available: {slope}"
         )
     return (
         f"Stable: after the warm-up{warm} memory rose once by {format_bytes(story.rise)} "
