@@ -50,7 +50,7 @@ def notebook_id(path: Path) -> str:
     return path.relative_to(NOTEBOOKS).with_suffix("").as_posix()
 
 
-PROMISE = re.compile(r"\*\*(Verdict|Attribution|Culprit|Best): (not )?([a-z_]+)\*\*")
+PROMISE = re.compile(r"\*\*(Verdict|Attribution|Culprit|Best): (not )?([a-z_]+(?: alone)?)\*\*")
 KINDS = {
     "verdict": {"leak", "plateau", "stable", "inconclusive"},
     "attribution": {"python", "native", "allocator", "none"},
@@ -178,8 +178,14 @@ def check(promised: list[Promise], probed: dict) -> list[str]:
             continue
         if p.what == "culprit":
             # **Culprit: none**: the bisection blamed no stage (allocator retention, a plateau
-            # too small to bisect, no leak).
-            holds = not got if p.value == "none" else p.value in got
+            # too small to bisect, no leak). **Culprit: map alone**: map and nothing else;
+            # **Culprit: map**: map, alone or as part of a combination.
+            if p.value == "none":
+                holds = not got
+            elif p.value.endswith(" alone"):
+                holds = got == [p.value.removesuffix(" alone")]
+            else:
+                holds = p.value in got
         else:
             holds = got == p.value
         if p.negated:
@@ -340,6 +346,15 @@ def test_promises_are_checked_against_results():
         "c": {"culprit": []},
     }
     assert len(check(promised, broken)) == 3
+    # "not map alone" holds for a combination that includes map, and for no culprit at all.
+    alone = [Promise("d", "culprit", "map alone", True, 4)]
+    assert check(alone, {"d": {"culprit": ["interleave", "map"]}}) == []
+    assert check(alone, {"d": {"culprit": []}}) == []
+    assert len(check(alone, {"d": {"culprit": ["map"]}})) == 1
+    assert [p.value for p in promises(nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("%%leakwatch --bisect -o d\nx"),
+        nbformat.v4.new_markdown_cell("**Culprit: not map alone**"),
+    ]))] == ["map alone"]
     # "not leak" from a run that never finished an iteration is no evidence.
     assert check(
         [Promise("b", "verdict", "leak", True, 2)],
