@@ -274,8 +274,8 @@ def stable(ev: Evidence, fill: Fill | None) -> Finding | None:
     )
     if flat_all or step is None:
         verdict.fit = [(float(ev.fx[0]), level), (float(x[-1]), level)]
-        if not flat_all and creep is not None:
-            return Finding(verdict, Creep(creep, MIN_LEAK_GROWTH))
+        if creep is not None:  # only computed when not flat_all
+            return Finding(verdict, Creep(creep))
         return Finding(verdict, Flat())
     verdict.fit = [(step.fit_start, level - step.rise), (step.knee, level), (float(x[-1]), level)]
     return Finding(verdict, StepThenFlat(step.rise, step.fit_start, step.knee))

@@ -95,10 +95,9 @@ class Flat:
 class Creep:
     """Stable: growth significant at 95% but not at the level a leak is decided, so slow that
     even at its 95% upper bound it adds ``most`` over the run, under what a leak must add
-    (``needed``), and would not use the memory available within CREEP_HORIZON_S."""
+    (MIN_LEAK_GROWTH), and would not use the memory available within CREEP_HORIZON_S."""
 
     most: float
-    needed: float
 
 
 @dataclass(frozen=True)

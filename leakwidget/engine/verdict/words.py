@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..units import format_bytes, format_duration, format_range
-from .constants import MIN_POINTS
+from .constants import MIN_LEAK_GROWTH, MIN_POINTS
 from .model import (
     Creep,
     Doubt,
@@ -149,7 +149,7 @@ def _stable(v: Verdict, story: Flat | StepThenFlat | Creep) -> str:
         return (
             f"Stable: no growth worth calling a leak after the warm-up{warm}: even at its 95% "
             f"upper bound the creep adds {format_bytes(story.most)} over the run, less than a "
-            f"leak must add ({format_bytes(story.needed)}), and would take over a month to use "
+            f"leak must add ({format_bytes(MIN_LEAK_GROWTH)}), and would take over a month to use "
             f"the memory available: {slope}"
         )
     return (
