@@ -65,6 +65,7 @@ def watch(
     trace: bool = False,
     lines: bool = False,
     native: bool = False,
+    exact_peaks: bool = False,
     label: str = "",
     observers: Sequence[Observer] = (),
     isolate: bool = False,
@@ -81,6 +82,9 @@ def watch(
     ``native=True`` traces a window of iterations after the warm-up with memray and reports the
     C/C++ and Python call stacks of memory allocated there and not freed
     (``result.attribution.native_sites``; needs ``pip install 'leakwidget[native]'``).
+    ``exact_peaks=True`` resets Linux's peak-RSS mark at every iteration so that each
+    iteration's ``peak_rss`` is exact however short its spike; by default the mark is only read
+    (new highs exact, the rest sampled at 125 Hz) and the process's ``ru_maxrss`` stays true.
 
     ``isolate=True`` runs the setup and the step in a fresh worker process (they travel there
     with cloudpickle); ``env`` (extra environment variables) and ``allocator`` ("glibc",
@@ -89,7 +93,8 @@ def watch(
     spec = WatchSpec(
         step=step, setup=setup, iterations=iterations, seconds=seconds, warmup=warmup,
         max_rss=parse_size(max_rss) if max_rss is not None else None,
-        off=off, serial=serial, trace=trace, lines=lines, native=native, label=label,
+        off=off, serial=serial, trace=trace, lines=lines, native=native,
+        exact_peaks=exact_peaks, label=label,
         isolate=isolate, env=env or (), allocator=allocator,
     )
     view = _view(widget)

@@ -102,3 +102,19 @@ def test_memory_guard_stops_a_200_mib_per_iteration_leak_under_2_2_gib(kernel):
     assert int(evaluate(kc, "r.iteration_count")) >= 5
     reply, _ = execute(kc, "keep.clear(); 1 + 1")
     assert reply["status"] == "ok"  # the kernel still answers
+
+
+def test_a_watch_in_a_kernel_leaves_ru_maxrss_alone(kernel):
+    # Issue 17: a watch reset the kernel's peak-RSS record (ru_maxrss 533 -> 47 MiB).
+    km, kc = kernel
+    execute(kc, "%load_ext leakwidget\nimport resource\n"
+                "spike = len(b'x' * (300 * 2**20))  # the kernel's peak is now far above its RSS")
+    before = int(evaluate(kc, "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss"))
+    reply, text = execute(kc, "%%leakwatch -n 50 -o r\nx = bytearray(2**20)\n")
+    assert reply["status"] == "ok", text
+    assert evaluate(kc, "r.iteration_count") == "50"
+    assert int(evaluate(kc, "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss")) >= before
+    # Asked for, exact peaks cost the record, and the kernel test can see it.
+    reply, text = execute(kc, "%%leakwatch -n 5 -q --exact-peaks\npass\n")
+    assert reply["status"] == "ok", text
+    assert int(evaluate(kc, "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss")) < before - 200 * 1024

@@ -88,6 +88,19 @@ def test_line_magic_without_a_statement_is_a_usage_error(ip):
     assert isinstance(res.error_in_exec, UsageError)
 
 
+def test_exact_peaks_is_opt_in(ip):
+    def mark() -> int:
+        with open("/proc/self/status") as f:
+            return int(f.read().split("VmHWM:")[1].split()[0]) * 1024
+
+    run(ip, "len(b'x' * (400 * 2**20))")  # the process's peak is now far above its RSS
+    before = mark()
+    run(ip, "%%leakwatch -n 5 -q -o r\npass\n")
+    assert not ip.user_ns["r"].spec.exact_peaks and mark() >= before
+    run(ip, "%%leakwatch -n 5 -q --exact-peaks -o r\npass\n")
+    assert ip.user_ns["r"].spec.exact_peaks and mark() < before - 200 * 2**20
+
+
 def test_help_lists_every_option(ip):
     doc = ip.find_cell_magic("leakwatch").__doc__
     for action in build_parser()._actions:

@@ -143,17 +143,51 @@ def test_compacting_the_series_merges_pairs_and_allocates_no_copy_of_it():
     assert peak < 32 * 1024, f"compaction allocated {peak} bytes"
 
 
-def test_peak_rss_sees_a_spike_inside_one_iteration():
-    # An anonymous mapping of its own, touched and unmapped: fresh pages every time (malloc could
-    # serve np.ones from free heap memory an earlier test left resident, and RSS would not move).
-    def step():
-        with mmap.mmap(-1, 64 * MiB) as m:
-            m.write(b"x" * (64 * MiB))
+def _spike(size: int, hold: float = 0.0) -> None:
+    """Touch ``size`` bytes of an anonymous mapping of its own, hold them, unmap: fresh pages every
+    time (malloc could serve np.ones from free heap memory an earlier test left resident, and RSS
+    would not move)."""
+    with mmap.mmap(-1, size) as m:
+        for off in range(0, size, mmap.PAGESIZE):
+            m[off] = 1
+        if hold:
+            threading.Event().wait(hold)  # the GIL is free: the sampler reads meanwhile
 
-    r = leakwidget.watch(step, iterations=5, widget=False)
-    rss = r.column("rss")
-    peak = r.column("peak_rss")
-    assert np.all(peak - rss >= 48 * MiB)
+
+def _high_water_mark() -> int:
+    with open("/proc/self/status") as f:
+        return int(f.read().split("VmHWM:")[1].split()[0]) * KiB
+
+
+def test_peak_rss_sees_a_spike_inside_one_iteration():
+    # By default the peak is sampled (125 Hz) unless it is a new high: a 40 ms hold is seen.
+    r = leakwidget.watch(lambda: _spike(64 * MiB, hold=0.04), iterations=5, widget=False)
+    assert np.all(r.column("peak_rss") - r.column("rss") >= 48 * MiB)
+    # exact_peaks resets the mark at every iteration: a spike with no hold at all is seen too.
+    r = leakwidget.watch(lambda: _spike(64 * MiB), iterations=5, widget=False, exact_peaks=True)
+    assert np.all(r.column("peak_rss") - r.column("rss") >= 48 * MiB)
+
+
+@pytest.mark.skipif(not sampler.PeakMeter().available, reason="no /proc/self/status high-water mark")
+def test_a_watch_leaves_the_process_peak_record_alone_unless_asked_for_exact_peaks():
+    # Issue 17: a watch reset ru_maxrss (533 -> 47 MiB), which other tools and the user read.
+    import resource
+
+    _spike(sampler.rss() + 256 * MiB)  # the process's peak is now well above its RSS
+    mark = _high_water_mark()
+    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * KiB
+    r = leakwidget.watch(lambda: _spike(8 * MiB), iterations=20, widget=False)
+    assert r.iteration_count == 20
+    assert _high_water_mark() >= mark
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * KiB >= maxrss
+    # A new high during the watch is that iteration's exact peak, held or not.
+    top = _high_water_mark()
+    r = leakwidget.watch(lambda: _spike(top - sampler.rss() + 64 * MiB), iterations=1, widget=False)
+    assert r.column("peak_rss")[0] >= top + 32 * MiB
+    # The opt-in says what it costs: the mark then starts from the watch.
+    top = _high_water_mark()
+    leakwidget.watch(lambda: None, iterations=3, widget=False, exact_peaks=True)
+    assert _high_water_mark() < top - 128 * MiB
 
 
 def test_an_exception_stops_the_run_and_keeps_the_partial_result():
@@ -209,7 +243,9 @@ def test_max_rss_stops_before_the_limit_is_crossed():
     def step():
         keep.append(np.ones(50 * MiB // 8))
 
-    r = leakwidget.watch(step, iterations=1000, max_rss=limit, widget=False)
+    # Exact peaks: this process's earlier peak may be above the limit (a sampled peak could then
+    # miss an overshoot).
+    r = leakwidget.watch(step, iterations=1000, max_rss=limit, widget=False, exact_peaks=True)
     try:
         assert r.stopped == "memory-guard"
         assert r.column("peak_rss").max() < limit + 10 * MiB

@@ -20,37 +20,51 @@ from .sources import MemorySource
 IN_USE_SHARE = 0.003  # of the run's time spent reading malloc's bytes in use, at most
 BLOCKS_SHARE = 0.003  # ... and Python's block count
 CHECKPOINT_ALLOWANCE = 0.005  # seconds each may spend whatever the run's length
+FRESH_AFTER = 0.0005  # seconds between iterations after which RSS and the mark are read again
 
 
 class Meter:
     """``begin()`` before the step, ``end(index)`` after it: the iteration's record.
 
-    The exact per-iteration peak comes from the kernel's high-water mark (:class:`PeakMeter`)
-    where Linux allows resetting it, else from the sampler's readings during the iteration.
-    Another process's tree (``source.in_process`` False) is seen only through its RSS: no
-    block count or malloc's bytes in use (-1), peaks from the sampler.
+    An iteration's peak is the highest of: its RSS at start and end, the sampler's readings
+    during it (125 Hz), and the kernel's high-water mark where that rose during it (a new high
+    of the process is seen exactly, however short). The mark is only read, never reset, so the
+    process's own record of its peak (``ru_maxrss``) stays true. ``exact_peaks=True`` resets the
+    mark at every iteration's start (:class:`PeakMeter`): every iteration's peak is then exact,
+    spikes shorter than the sampling interval included, and the process's earlier peak is lost.
+    Another process's tree (``source.in_process`` False) is seen only through its RSS: no block
+    count or malloc's bytes in use (-1), peaks from the sampler.
     """
 
     def __init__(self, series_sampler: sampler.Sampler, guard: MemoryGuard, t0: float,
-                 source: MemorySource) -> None:
+                 source: MemorySource, exact_peaks: bool = False) -> None:
         self._sampler = series_sampler
         self._guard = guard
         self._t0 = t0
         self._source = source
         self._inside = source.in_process
-        self._peak = sampler.PeakMeter() if self._inside else None
+        self._peak = sampler.PeakMeter(resets=exact_peaks) if self._inside else None
+        self._exact = self._peak is not None and self._peak.available and exact_peaks
+        self._mark = 0  # the high-water mark at the iteration's start (without resets)
         self._in_use = Checkpoints(sampler.malloc_in_use, share=IN_USE_SHARE, allowance=CHECKPOINT_ALLOWANCE)
         self._blocks = Checkpoints(sys.getallocatedblocks, share=BLOCKS_SHARE, allowance=CHECKPOINT_ALLOWANCE)
         self._last_blocks: int | None = None
-        self._t_start = 0.0
+        self._t_start = self._t_end = 0.0
         self._rss0 = 0
 
     def begin(self, rss0: int | None = None) -> None:
-        """Before the step; ``rss0``: RSS read just now (the previous iteration's end, when
-        nothing ran in between), saving a read."""
-        if self._inside:
+        """Before the step; ``rss0``: the previous iteration's end RSS, reused (with the mark
+        read then) when the loop went straight on, saving reads. After a pause longer than
+        ``FRESH_AFTER`` (a redraw, a live verdict ran) both are read afresh: what ran may
+        have moved them."""
+        t = time.perf_counter()
+        if rss0 is None or t - self._t_end > FRESH_AFTER:
+            rss0 = self._source.rss()
+            if self._inside and not self._exact:
+                self._mark = self._peak.peak() or 0
+        if self._exact:
             self._peak.reset()
-        self._rss0 = self._source.rss() if rss0 is None else rss0
+        self._rss0 = rss0
         self._t_start = time.perf_counter()
 
     def end(self, index: int) -> IterationRecord:
@@ -58,8 +72,14 @@ class Meter:
         rss1 = self._source.rss()
         self._sampler.offer(t_end - self._t0, rss1)
         blocks, delta, peak, in_use = -1, 0, None, -1
+        self._t_end = t_end
         if self._inside:
             peak = self._peak.peak()
+            if not self._exact and peak is not None:
+                if peak > self._mark:
+                    self._mark = peak  # a new high, reached during this iteration
+                else:
+                    peak = None  # somewhere below the old mark: the sampler's readings tell
             in_use = self._in_use.read(t_end)
             blocks = self._blocks.read(t_end)
             if blocks >= 0:

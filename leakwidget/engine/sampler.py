@@ -4,8 +4,10 @@ No IPython and no TensorFlow here: this is the bottom of the house.
 
 - :func:`rss` reads the resident set size from ``/proc/self/statm`` (about 13 µs) and falls back
   to psutil on systems without procfs.
-- :class:`PeakMeter` gives the exact peak RSS of one iteration on Linux by resetting the kernel's
-  high-water mark (``/proc/self/clear_refs``) at its start and reading ``VmHWM`` at its end.
+- :class:`PeakMeter` reads the kernel's high-water mark of RSS (``VmHWM``). Left alone, it shows a
+  new high exactly; with ``resets=True`` (opt-in, ``exact_peaks``) it is reset at each
+  iteration's start (``/proc/self/clear_refs``), giving the exact peak of every iteration at the
+  price of the process's own record of its peak (``ru_maxrss``).
 - :class:`Sampler` is a daemon thread reading RSS at a fixed rate into a :class:`Series` whose
   size is capped: when it is full, neighbouring samples are merged pairwise, keeping the larger
   value, so a run of any length keeps a whole-run picture and every spike.
@@ -84,30 +86,35 @@ def rss() -> int:
 
 
 class PeakMeter:
-    """Peak RSS between :meth:`reset` and :meth:`peak`.
+    """The kernel's high-water mark of this process's RSS (``VmHWM``, what ``ru_maxrss`` reports).
 
-    Linux keeps a per-process high-water mark (VmHWM) that writing ``5`` to
-    ``/proc/self/clear_refs`` resets to the current RSS, so a spike shorter than the sampling
-    interval is still seen. Where that is not allowed, the meter reports ``None`` and callers
-    use the sampler's maximum instead. Both files stay open: this runs twice per iteration.
+    By default it is only read: a reading above the previous one is the exact peak of what ran
+    in between, and the process's own record of its peak is left as it was (other tools and the
+    user read it). With ``resets=True``, :meth:`reset` writes ``5`` to ``/proc/self/clear_refs``,
+    which sets the mark to the current RSS, so a spike shorter than the sampling interval is seen
+    in every iteration; the process's earlier peak is then lost. Where Linux offers neither,
+    ``available`` is False and callers use the sampler's maximum. Files stay open: this runs
+    once or twice per iteration.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, resets: bool = False) -> None:
         self.available = False
+        self.resets = resets
         self._clear = self._status = None
         self._buf = bytearray(2048)
         self._rusage = False
         try:
-            self._clear = os.open("/proc/self/clear_refs", os.O_WRONLY)
             self._status = os.open("/proc/self/status", os.O_RDONLY)
-            os.write(self._clear, b"5")
+            if resets:
+                self._clear = os.open("/proc/self/clear_refs", os.O_WRONLY)
+                os.write(self._clear, b"5")
             self.available = self.peak() is not None
         except OSError:
             self.close()
         if self.available and resource is not None:
             # getrusage reports max(hiwater, the maximum RSS of the image this process was
-            # exec'd from): use it only if, right after a reset, it reads the current RSS.
-            os.write(self._clear, b"5")
+            # exec'd from): use it only if it reads the same mark as the status file. Without
+            # resets the mark only rises, so agreeing now means agreeing from now on.
             status = self.peak()
             maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
             self._rusage = status is not None and abs(maxrss - status) <= 1 << 20
@@ -126,7 +133,7 @@ class PeakMeter:
         self.close()
 
     def reset(self) -> None:
-        if self.available:
+        if self.available and self.resets:
             if _LIBC is not None and _LIBC[1](self._clear, b"5", 1, 0) == 1:
                 return  # written keeping the GIL (see _libc_keeping_the_gil)
             try:

@@ -29,6 +29,10 @@ class WatchSpec:
     trace: bool = False  # tracemalloc allocation sites
     lines: bool = False  # memory_profiler line-by-line increments
     native: bool = False  # memray: call stacks of native memory allocated and not freed
+    # Reset the kernel's high-water mark at every iteration: every iteration's exact peak, at
+    # the price of the process's own peak record (ru_maxrss). Off: new highs exact, the rest
+    # sampled at 125 Hz, the record kept. Workers always reset theirs (it is nobody else's).
+    exact_peaks: bool = False
     label: str = ""  # name of this configuration (bisection, a dashboard's series)
     code: types.CodeType | None = None  # the code --lines reports on (default: the step's own)
     # A fresh worker process (engine/isolate.py) runs the setup and the step; env and allocator

@@ -22,6 +22,7 @@ worker stops (and exits, whatever the step does) rather than run on as an orphan
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import pickle
@@ -213,7 +214,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     tracker: Tracker | bool = (Tracker(trace=job.spec.trace, lines=job.spec.lines, census=job.census)
                                if job.attribute else False)
     streamer = Streamer(out, info, _shared_counter(int(argv[4])))
-    watch = Watch(job.spec, [streamer], tracker=tracker, live_verdict=True)
+    # This process is the run's own: resetting its peak-RSS mark disturbs nobody, and gives
+    # every iteration's exact peak.
+    spec = dataclasses.replace(job.spec, exact_peaks=True)
+    watch = Watch(spec, [streamer], tracker=tracker, live_verdict=True)
     streamer.watch = watch
     done = threading.Event()
     threading.Thread(target=_listen, args=(inbox, watch, done), name="leakwidget-control",

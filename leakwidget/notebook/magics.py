@@ -109,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--native", action="store_true",
                    help="call stacks (C/C++ and Python) of native memory allocated and not freed "
                         "in a window of iterations (memray)")
+    p.add_argument("--exact-peaks", action="store_true",
+                   help="reset the process's peak-RSS mark at every iteration: the exact peak of "
+                        "each one, at the price of the process's own peak record (ru_maxrss)")
     p.add_argument("--isolate", action="store_true",
                    help="run the setup and the step in a fresh worker process (the notebook names "
                         "the cell uses travel with it)")
@@ -229,7 +232,7 @@ class CellRun:
         self.spec = WatchSpec(
             step=step, setup=setup if setup_code is not None else None, iterations=a.iterations,
             seconds=a.seconds, warmup=a.warmup, max_rss=a.max_rss, off=a.off, serial=a.serial,
-            trace=a.trace, lines=a.lines, native=a.native, code=step_code,
+            trace=a.trace, lines=a.lines, native=a.native, code=step_code, exact_peaks=a.exact_peaks,
             isolate=a.isolate, env=tuple(a.env), allocator=a.allocator,
         )
         self.dashboard = None
