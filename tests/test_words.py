@@ -34,6 +34,7 @@ from leakwidget.engine.attribution.result import Attribution
 from leakwidget.engine.records import FIELDS, IterationRecord, RecordLog
 from leakwidget.engine.result import WatchResult
 from leakwidget.engine.verdict import Verdict, decide
+from leakwidget.engine.verdict import evidence as evidence_module
 from leakwidget.notebook.banner import final_banner, live_banner
 from leakwidget.notebook.dashboard import report_text
 
@@ -188,6 +189,21 @@ def test_there_are_recorded_runs_of_every_kind() -> None:
 def test_no_sentence_contradicts_its_numbers(path: Path, share: float) -> None:
     r = replay(path, share)
     assert not contradictions(r), contradictions(r)
+
+
+@pytest.mark.parametrize("share", [0.8, 0.9, 1.0])
+def test_the_first_seconds_of_a_real_small_leak_are_not_called_stable(
+        share: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A 13 s watch of bench_tf_cases' py_function_map_rebuilt: +3 KiB per 20 ms iteration, a
+    # real leak (a plain loop grew 16 MiB over 6,000 iterations). Its 95% upper bound, ~3 KiB,
+    # would use 20 GiB only after ~2 days, and the stable rule's old 24-hour horizon called it
+    # "Stable: no growth after the warm-up", confident. With 30 days it is "run longer".
+    path = Path(__file__).parent / "recorded" / "tf_py_function_13s.npz"
+    v = replay(path, share).verdict
+    assert v.kind == "inconclusive" and "run longer" in v.summary, v.summary
+    assert v.slope_high > 2048
+    monkeypatch.setattr(evidence_module, "STABLE_HORIZON_S", 24 * 3600.0)
+    assert replay(path, share).verdict.kind == "stable"  # the recording shows the old mistake
 
 
 def test_the_rules_catch_what_the_issue_saw() -> None:

@@ -7,8 +7,10 @@ Z99 = 2.575829
 Z_DECIDE = 3.290527  # 99.9% two-sided: the level a leak must reach
 MAX_POINTS = 300  # bucket medians the estimators work on
 MIN_POINTS = 8  # iterations after warm-up before anything is decided
-STABLE_HORIZON_S = 24 * 3600.0  # "stable": the slope's upper bound would not exhaust memory in this
-CREEP_HORIZON_S = 30 * 24 * 3600.0  # a creep called stable would not exhaust memory in this
+# "stable": even the slope's 95% upper bound would not use the memory available within this
+# much running (a training job of weeks); a creep called stable neither.
+STABLE_HORIZON_S = 30 * 24 * 3600.0
+PYTHON_LEAK_HORIZON_S = 24 * 3600.0  # Python objects piling up fast enough to fill memory in this are a leak
 MIN_LEAK_GROWTH = 1024 * 1024  # a leak must have added at least this much during the run
 BLOCK_BYTES = 64  # a typical pymalloc block (objects of 49–64 B): turns block counts into bytes
 MIN_RISES_UNEXPLAINED = 12  # rises growth needs when nothing in use grows with it (see 3.)

@@ -68,7 +68,18 @@ class Evidence:
     blocks: np.ndarray | None  # Python's allocator blocks after the warm-up (NaN where not read)
     sec_per_iter: float | None  # mean duration of an iteration, when known
     room: float | None  # bytes still available, when known
-    negligible: float  # growth per iteration too small to matter within STABLE_HORIZON_S
+
+    @property
+    def negligible(self) -> float:
+        """Growth per iteration too small to matter within STABLE_HORIZON_S."""
+        return self.exhausting_rate(STABLE_HORIZON_S)
+
+    def exhausting_rate(self, horizon: float) -> float:
+        """Growth per iteration that would use the memory available within ``horizon`` seconds
+        (1 KiB when the memory available is unknown; a million iterations when their time is)."""
+        if not self.room:
+            return 1024.0
+        return self.room / (horizon / self.sec_per_iter if self.sec_per_iter else 1e6)
 
 
 def gather_evidence(window: Window, *, durations: np.ndarray | None, headroom: float | None,
@@ -83,7 +94,6 @@ def gather_evidence(window: Window, *, durations: np.ndarray | None, headroom: f
     sigma = robust_sigma(by - (overall.intercept + overall.slope * bx))
     sec_per_iter = (float(np.mean(durations[post]))
                     if durations is not None and durations.size == post.size else None)
-    iters_per_horizon = STABLE_HORIZON_S / sec_per_iter if sec_per_iter else 1e6
     room = float(headroom) if headroom else None
     down = hinge_fit(fx, fy, "down")
     starts = _starts(x, fx, fy, down)
@@ -97,7 +107,6 @@ def gather_evidence(window: Window, *, durations: np.ndarray | None, headroom: f
         leak=choose_leak(x, y, tests, _after_warmup(in_use, post), blocks_post),
         blocks=blocks_post,
         sec_per_iter=sec_per_iter, room=room,
-        negligible=(room / iters_per_horizon) if room else 1024.0,
     )
 
 

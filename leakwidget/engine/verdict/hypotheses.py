@@ -7,7 +7,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .constants import BLOCK_BYTES, CREEP_HORIZON_S, MIN_LEAK_GROWTH, MIN_POINTS
+from .constants import (
+    BLOCK_BYTES,
+    MIN_LEAK_GROWTH,
+    MIN_POINTS,
+    PYTHON_LEAK_HORIZON_S,
+    STABLE_HORIZON_S,
+)
 from .evidence import Evidence, Window
 from .growth import leak_test
 from .model import (
@@ -66,7 +72,7 @@ def hidden_python_leak(ev: Evidence) -> Finding | None:
         return None
     read = ~np.isnan(ev.blocks)  # the block count is read at checkpoints
     x, blocks = ev.window.x[read], ev.blocks[read]
-    floor = max(ev.negligible, 1024.0)
+    floor = max(ev.exhausting_rate(PYTHON_LEAK_HORIZON_S), 1024.0)
     if not _blocks_may_grow(x, blocks, floor):
         return None
     tests = (leak_test(x, blocks, s, MIN_LEAK_GROWTH / BLOCK_BYTES) for s in ev.starts)
@@ -230,7 +236,7 @@ def _creep(ev: Evidence) -> float | None:
     """The most a creep can add over the run (its 95% upper bound), when it is too little to
     matter; None otherwise. Too little: nothing is significant at the level a leak is decided,
     and even at that bound it adds under MIN_LEAK_GROWTH over the run and would take over
-    CREEP_HORIZON_S to use the memory still available (known only with iteration times and the
+    STABLE_HORIZON_S to use the memory still available (known only with iteration times and the
     headroom). The other side of the leak test: an equivalence test, the rate shown to be below
     the one that matters. A quiet step watched for ten minutes in a kernel creeps so, by a byte
     per iteration, and "run longer" would never end; a small real leak in a short run does not
@@ -241,7 +247,7 @@ def _creep(ev: Evidence) -> float | None:
     if not (ev.room and ev.sec_per_iter):
         return None
     high = max(tr.high, chosen.high)
-    if high * CREEP_HORIZON_S / ev.sec_per_iter >= ev.room:
+    if high * STABLE_HORIZON_S / ev.sec_per_iter >= ev.room:
         return None
     end = float(ev.window.x[-1])
     most = max(tr.high * (end - float(ev.window.x[0])), chosen.high * (end - ev.leak.test.onset))

@@ -95,7 +95,7 @@ class Flat:
 class Creep:
     """Stable: growth significant at 95% but not at the level a leak is decided, so slow that
     even at its 95% upper bound it adds ``most`` over the run, under what a leak must add
-    (MIN_LEAK_GROWTH), and would not use the memory available within CREEP_HORIZON_S."""
+    (MIN_LEAK_GROWTH), and would not use the memory available within STABLE_HORIZON_S."""
 
     most: float
 
