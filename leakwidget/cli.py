@@ -44,7 +44,7 @@ from .engine.records import RecordLog
 from .engine.result import WatchResult, write_whole
 from .engine.sources import ProcessTree
 from .engine.spec import WatchSpec
-from .engine.units import format_bytes, format_duration
+from .engine.units import format_bytes, format_duration, rss_travel
 from .engine.watch import Watch, verdict_of
 from .marks import ENV as MARKS_ENV
 from .marks import MarkCounter
@@ -394,8 +394,7 @@ def _print_report(result: WatchResult, waiter: Waiter) -> None:
     rss = result.column("rss")
     line = f"{result.iteration_count:,} iterations in {format_duration(result.elapsed)} (stopped: {result.stopped})"
     if rss.size:
-        line += (f"; RSS {format_bytes(result.baseline_rss)} \u2192 {format_bytes(int(rss[-1]))}, "
-                 f"peak {format_bytes(int(result.column('peak_rss').max()))}")
+        line += "; " + rss_travel(result.baseline_rss, rss[0], rss[-1], result.column("peak_rss").max())
     _say(line + ".")
     for note in result.stage_notes:
         _say(note)

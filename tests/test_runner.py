@@ -19,7 +19,7 @@ from leakwidget.engine import sampler
 from leakwidget.engine import watch as runner
 from leakwidget.engine.records import RECORD_CAPACITY
 from leakwidget.engine.spec import WatchSpec
-from leakwidget.engine.units import parse_size
+from leakwidget.engine.units import format_bytes, parse_size
 from leakwidget.engine.watch import Watch, WatchAlreadyRunning
 
 KiB = 1024
@@ -188,6 +188,21 @@ def test_a_watch_leaves_the_process_peak_record_alone_unless_asked_for_exact_pea
     top = _high_water_mark()
     leakwidget.watch(lambda: None, iterations=3, widget=False, exact_peaks=True)
     assert _high_water_mark() < top - 128 * MiB
+
+
+def test_the_result_names_where_each_rss_figure_was_read():
+    # "RSS a -> b" started before the setup, so a setup's 64 MiB read as the run's growth.
+    def setup() -> mmap.mmap:
+        m = mmap.mmap(-1, 64 * MiB)
+        for off in range(0, 64 * MiB, mmap.PAGESIZE):
+            m[off] = 1
+        return m
+
+    r = leakwidget.watch(lambda m: None, setup=setup, iterations=5, widget=False)
+    rss = r.column("rss")
+    assert rss[0] - r.baseline_rss >= 48 * MiB
+    assert (f"RSS {format_bytes(r.baseline_rss)} at the start, {format_bytes(rss[0])} after the first "
+            f"iteration, {format_bytes(rss[-1])} at the end; peak") in str(r)
 
 
 def test_an_exception_stops_the_run_and_keeps_the_partial_result():

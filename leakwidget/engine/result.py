@@ -22,7 +22,7 @@ from .environment import environment
 from .kinds import StopReason
 from .records import FIELDS, IterationRecord, RecordLog
 from .spec import WatchSpec
-from .units import format_bytes
+from .units import rss_travel
 from .verdict import Verdict
 
 
@@ -169,8 +169,7 @@ class WatchResult:
         if rss.size:
             lines.append(
                 f"{n:,} iterations in {self.elapsed:.1f} s (stopped: {self.stopped}); "
-                f"RSS {format_bytes(self.baseline_rss)} \u2192 {format_bytes(int(rss[-1]))}, "
-                f"peak {format_bytes(int(self._log.column('peak_rss').max()))}."
+                + rss_travel(self.baseline_rss, rss[0], rss[-1], self._log.column("peak_rss").max()) + "."
             )
         else:
             lines.append(f"No iteration finished (stopped: {self.stopped}).")

@@ -73,3 +73,11 @@ def format_duration(seconds: float) -> str:
     if seconds < 48 * 3600:
         return f"{seconds / 3600:.1f} h"
     return f"{seconds / 86400:.1f} days"
+
+
+def rss_travel(start: float, first: float, last: float, peak: float) -> str:
+    """'RSS 251 MiB at the start, 300 MiB after the first iteration, 310 MiB at the end; peak
+    320 MiB': what the process's memory did, each figure named, so the setup's and the first
+    iteration's own growth are not read as the run's."""
+    return (f"RSS {format_bytes(start)} at the start, {format_bytes(first)} after the first "
+            f"iteration, {format_bytes(last)} at the end; peak {format_bytes(peak)}")

@@ -22,7 +22,7 @@ from html import escape
 import numpy as np
 
 from ..engine.result import WatchResult, retention_summary
-from ..engine.units import format_bytes, format_duration
+from ..engine.units import format_bytes, format_duration, rss_travel
 from ..engine.verdict import Verdict
 from .decimate import minmax
 from .rates import rates
@@ -125,8 +125,7 @@ def _verdict_section(run: SavedRun, doc: Mapping) -> str:
     line = f"{count:,} iterations in {format_duration(float(doc.get('elapsed') or 0))}"
     line += f" (stopped: {doc.get('stopped')})"
     if rss.size:
-        line += (f"; RSS {format_bytes(doc.get('baseline_rss') or rss[0])} \u2192 "
-                 f"{format_bytes(rss[-1])}, peak {format_bytes(run.column('peak_rss').max())}")
+        line += "; " + rss_travel(doc.get("baseline_rss") or rss[0], rss[0], rss[-1], run.column("peak_rss").max())
     more.append(line + ".")
     out = [
         f'<section class="verdict" data-kind="{escape(kind)}" style="background:{colour}">'
