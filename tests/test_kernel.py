@@ -104,17 +104,25 @@ def test_memory_guard_stops_a_200_mib_per_iteration_leak_under_2_2_gib(kernel):
     assert reply["status"] == "ok"  # the kernel still answers
 
 
-def test_a_watch_in_a_kernel_leaves_ru_maxrss_alone(kernel):
-    # Issue 17: a watch reset the kernel's peak-RSS record (ru_maxrss 533 -> 47 MiB).
+def test_a_watch_in_a_kernel_leaves_its_peak_rss_record_alone(kernel):
+    # Issue 17: a watch reset the kernel's peak-RSS record (ru_maxrss 533 -> 47 MiB). VmHWM is
+    # that record for the kernel's own memory; ru_maxrss is the larger of it and the peak of the
+    # process the kernel was exec'd from (this test process: in a full run, over a GiB).
     km, kc = kernel
     execute(kc, "%load_ext leakwidget\nimport resource\n"
+                "def hwm():\n"
+                "    with open('/proc/self/status') as f:\n"
+                "        return int(f.read().split('VmHWM:')[1].split()[0])\n"
+                "def maxrss():\n"
+                "    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
                 "spike = len(b'x' * (300 * 2**20))  # the kernel's peak is now far above its RSS")
-    before = int(evaluate(kc, "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss"))
+    before, maxrss = int(evaluate(kc, "hwm()")), int(evaluate(kc, "maxrss()"))
     reply, text = execute(kc, "%%leakwatch -n 50 -o r\nx = bytearray(2**20)\n")
     assert reply["status"] == "ok", text
     assert evaluate(kc, "r.iteration_count") == "50"
-    assert int(evaluate(kc, "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss")) >= before
-    # Asked for, exact peaks cost the record, and the kernel test can see it.
+    assert int(evaluate(kc, "hwm()")) >= before
+    assert int(evaluate(kc, "maxrss()")) >= maxrss
+    # Asked for, exact peaks cost the record, and the test can see it.
     reply, text = execute(kc, "%%leakwatch -n 5 -q --exact-peaks\npass\n")
     assert reply["status"] == "ok", text
-    assert int(evaluate(kc, "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss")) < before - 200 * 1024
+    assert int(evaluate(kc, "hwm()")) < before - 200 * 1024
