@@ -361,6 +361,31 @@ def test_ten_minutes_of_the_live_dashboard_stay_flat(front: FrontEnd) -> None:
           f"{int(grown) / 1024:.0f} KiB over {iterations} iterations; {lines[1]}")
     # Issue 17's bar: stable, and under 1 MiB. Measured before the dashboard redrew once a second
     # (1/60 of the run's time after the first minute) and the sampler's series compacted in place:
+    # 0.9-2.5 MiB, plateau or inconclusive. After: 250-584 KiB, and in CI twice a steady trickle
+    # of 1 B/iteration ("too little to call a leak"): numpy's cache of small freed buffers filling
+    # with the redraws' masks, fixed since. Then: stable ("rose once by 169 KiB, flat since",
+    # 496 KiB in all). A trickle now fails here: the tool would be measuring itself.
+    assert kind == "stable", lines[1]
+    assert int(grown) < 1 << 20, f"the run measured {int(grown) / 2**20:.2f} MiB of growth"
+    assert after - during < 1 << 20, f"the kernel grew by {(after - during) / 2**20:.2f} MiB"
+    # No growth is reported. In 20 s the verdict cannot always tell the ~200 KiB that its own live
+    # verdicts leave with the allocator (the same with --no-widget) from a trickle, so besides
+    # "stable" it may say "inconclusive ... too little to call a leak"; never leak or plateau.
+    # The soak below runs 10 minutes (and says what it measured there).
+    assert kind in ("stable", "inconclusive"), lines[1]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_ten_minutes_of_the_live_dashboard_stay_flat(front: FrontEnd) -> None:
+    # The soak: 10 minutes of a quiet step with the live dashboard, every redraw sent and read.
+    watch_a_quiet_step(front, 3)
+    lines, during, after = watch_a_quiet_step(front, 600, keep_log=False)
+    kind, iterations, grown = lines[0].split()
+    print(f"kernel RSS {during / 2**20:.1f} -> {after / 2**20:.1f} MiB; in-run growth "
+          f"{int(grown) / 1024:.0f} KiB over {iterations} iterations; {lines[1]}")
+    # Issue 17's bar: stable, and under 1 MiB. Measured before the dashboard redrew once a second
+    # (1/60 of the run's time after the first minute) and the sampler's series compacted in place:
     # 0.9-2.5 MiB, plateau or inconclusive. After: 250-390 KiB, stable here; in CI 544-584 KiB,
     # part of it a steady trickle of 1 B/iteration, called "too little to call a leak" or "not
     # significantly enough". The trickle was numpy's cache of small freed buffers filling with
