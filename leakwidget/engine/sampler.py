@@ -86,7 +86,8 @@ def rss() -> int:
 
 
 class PeakMeter:
-    """The kernel's high-water mark of this process's RSS (``VmHWM``, what ``ru_maxrss`` reports).
+    """The kernel's high-water mark of this process's RSS (``VmHWM``; ``ru_maxrss`` reports the
+    larger of it and the peak of the process this one was exec'd from).
 
     By default it is only read: a reading above the previous one is the exact peak of what ran
     in between, and the process's own record of its peak is left as it was (other tools and the
