@@ -283,6 +283,32 @@ def test_bad_arguments_are_clear_errors():
         Tracker(census="yes")
 
 
+def test_a_census_counts_every_object_by_type_and_every_container_s_length():
+    """The census reads ids as the lists' pointer arrays: it must say what id() and a plain
+    count of every gc object say."""
+    import collections
+    import gc
+
+    from leakwidget.engine.attribution import census
+
+    class Counted:
+        pass
+
+    kept = [Counted() for _ in range(1234)]
+    box = [None] * 37
+    table = {i: [i] for i in range(11)}  # (a dict of atoms only is not tracked by the gc)
+    assert census._addresses is census._addresses_by_pointer  # CPython: the fast reader is used
+    c = census._take_census(0, every=True)
+    name = census._type_name(Counted)
+    assert c.counts[name] == 1234
+    expected = collections.Counter(census._type_name(type(o)) for o in gc.get_objects())
+    assert abs(c.counts["dict"] - expected["dict"]) < 50 and abs(c.counts["list"] - expected["list"]) < 50
+    for obj in (box, table, kept):
+        assert c.length_of(np.array([id(obj)]))[0] == len(obj)
+    assert c.had(np.array([id(kept[0]), id(box), id(Counted)])).all()
+    assert not c.had(np.array([id(object())])).any()
+
+
 def test_an_unaffordable_census_is_skipped_and_said():
     leak: list = []
     r = Watch(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from .guard import MemoryGuard
 from .kinds import StopReason
-from .records import RecordLog
 from .spec import WatchSpec
 from .verdict import Verdict
 
@@ -39,8 +38,9 @@ class Budget:
         else:
             self._confident_streak = 0
 
-    def reason(self, index: int, elapsed: float, log: RecordLog) -> StopReason | None:
-        """Why the watch should stop before iteration ``index``, or None to go on."""
+    def reason(self, index: int, elapsed: float, last_rss: int | None) -> StopReason | None:
+        """Why the watch should stop before iteration ``index`` (``last_rss``: at the end of
+        the one before), or None to go on."""
         spec = self.spec
         if spec.iterations is not None and index >= spec.iterations:
             return "iterations"
@@ -51,6 +51,6 @@ class Budget:
                 return "confident"
             if elapsed >= DEFAULT_SECONDS:
                 return "seconds"
-        if log.n and self._guard.before_iteration(int(log.last("rss"))):
+        if last_rss is not None and self._guard.before_iteration(last_rss):
             return "memory-guard"
         return None

@@ -81,9 +81,9 @@ class MemoryGuard:
 
     # -- in the loop's thread -------------------------------------------------------------------
     def enter_step(self) -> None:
-        with self._lock:
-            self._main_tid = threading.get_ident()
-            self._in_step = True
+        # No lock: trip() acts only once it sees _in_step, and the thread is set before it.
+        self._main_tid = threading.get_ident()
+        self._in_step = True
 
     def leave_step(self) -> None:
         with self._lock:

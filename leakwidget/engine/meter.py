@@ -51,20 +51,24 @@ class Meter:
         self._last_blocks: int | None = None
         self._t_start = self._t_end = 0.0
         self._rss0 = 0
+        self._window = 0
+        self.last_rss: int | None = None  # at the end of the latest iteration
 
-    def begin(self, rss0: int | None = None) -> None:
-        """Before the step; ``rss0``: the previous iteration's end RSS, reused (with the mark
-        read then) when the loop went straight on, saving reads. After a pause longer than
-        ``FRESH_AFTER`` (a redraw, a live verdict ran) both are read afresh: what ran may
-        have moved them."""
+    def begin(self, straight_on: bool = False) -> None:
+        """Before the step. ``straight_on``: nothing ran since the previous iteration ended, so
+        its end RSS (and the mark read then) is this one's start, saving reads. After a pause
+        longer than ``FRESH_AFTER`` (a redraw, a live verdict ran) both are read afresh: what
+        ran may have moved them."""
         t = time.perf_counter()
-        if rss0 is None or t - self._t_end > FRESH_AFTER:
+        rss0 = self.last_rss
+        if not straight_on or rss0 is None or t - self._t_end > FRESH_AFTER:
             rss0 = self._source.rss()
             if self._inside and not self._exact:
                 self._mark = self._peak.peak() or 0
         if self._exact:
             self._peak.reset()
         self._rss0 = rss0
+        self._window = self._sampler.open_window()
         self._t_start = time.perf_counter()
 
     def end(self, index: int) -> IterationRecord:
@@ -73,6 +77,7 @@ class Meter:
         self._sampler.offer(t_end - self._t0, rss1)
         blocks, delta, peak, in_use = -1, 0, None, -1
         self._t_end = t_end
+        self.last_rss = rss1
         if self._inside:
             peak = self._peak.peak()
             if not self._exact and peak is not None:
@@ -86,9 +91,10 @@ class Meter:
                 delta = blocks - self._last_blocks if self._last_blocks is not None else 0
                 self._last_blocks = blocks
         if peak is None:
-            peak = self._sampler.buffer.max_since(self._t_start - self._t0) or rss1
+            peak = self._sampler.window_peak(self._window) or rss1
         peak = max(peak, rss1, self._rss0)
-        self._guard.max_rise = max(self._guard.max_rise, peak - self._rss0)
+        if peak - self._rss0 > self._guard.max_rise:
+            self._guard.max_rise = peak - self._rss0
         return IterationRecord(index, self._t_start - self._t0, t_end - self._t0, rss1, peak,
                                t_end - self._t_start, blocks, delta, in_use)
 

@@ -200,7 +200,7 @@ class Series:
             # Two threads append (the sampler and the runner's iteration-end readings); each
             # takes its time stamp before reading /proc, which releases the GIL, so a reading
             # can arrive just after a later one. Insert it in place: the series stays in time
-            # order, which the plots and max_since() rely on. Usually no move, at most a few.
+            # order, which the plots rely on. Usually no move, at most a few.
             i = n
             while i > 0 and self._t[i - 1] > t:
                 i -= 1
@@ -244,20 +244,6 @@ class Series:
             n = self._n
             i = int(np.searchsorted(self._t[:n], t0, side="right"))
             return self._t[i:n].copy(), self._v[i:n].copy()
-
-    def max_since(self, t0: float) -> int | None:
-        with self._lock:
-            n = self._n
-            if n == 0:
-                return None
-            # Samples are time-ordered; scan back from the end (an iteration is short).
-            i = n - 1
-            best = None
-            while i >= 0 and self._t[i] >= t0:
-                v = int(self._v[i])
-                best = v if best is None or v > best else best
-                i -= 1
-            return best
 
 
 _glibc: list = []  # [(malloc_trim, mallinfo2)] once looked up; either may be None
@@ -394,6 +380,21 @@ class Sampler:
         self.last_t = -1.0  # seconds since start of the newest sample, from either thread
         self.offered_t = -1.0  # ... of the newest one the main thread offered
         self.last_value = 0
+        # The highest reading of this thread since the window opened (open_window()): the
+        # peak of an iteration, kept as (window, value) as samples arrive, so the iteration's
+        # end reads it without scanning the series or taking its lock.
+        self.window = 0
+        self.window_max = (0, 0)
+
+    def open_window(self) -> int:
+        """Start a new window of readings (an iteration begins); its number."""
+        self.window += 1
+        return self.window
+
+    def window_peak(self, window: int) -> int | None:
+        """The highest reading this thread took in ``window``, None if it took none."""
+        w, value = self.window_max
+        return value if w == window else None
 
     def now(self) -> float:
         return time.perf_counter() - self.t0
@@ -430,9 +431,15 @@ class Sampler:
                 value = self.last_value
                 next_due += 3 * interval
             else:
+                # The window is noted before the reading: a reading taken before an iteration
+                # began is never counted in its peak.
+                window = self.window
                 value = self.read()
                 series.append(t - t0, value)
                 self.last_t, self.last_value = t - t0, value
+                w, best = self.window_max
+                if w != window or value > best:
+                    self.window_max = (window, value)
             if self._guard is not None:
                 available = None
                 if t >= next_guard:

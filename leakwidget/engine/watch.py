@@ -203,22 +203,26 @@ class Watch:
         try:
             step = self._run_setup()
             self._loop_t0 = time.perf_counter()
+            # What runs between two steps is the watch's cost on every iteration: kept to a
+            # few calls (one budget check, no system call but the meter's reads).
+            meter, guard, interrupts = self._meter, self._guard, self._interrupts
             while self.stopped is None and self._within_budget():
                 # Nothing ran since the last iteration ended: its end RSS is this one's start.
-                self._meter.begin(rss0=self.log.last("rss"))
+                meter.begin(straight_on=True)
                 try:
-                    self._guard.enter_step()
-                    self._interrupts.enter_step()
+                    guard.enter_step()
+                    interrupts.enter_step()
                     try:
                         returned = step()
                     finally:
-                        self._interrupts.leave_step()
-                        self._guard.leave_step()
-                    _refuse_unrun_body(returned, self.index)
+                        interrupts.leave_step()
+                        guard.leave_step()
+                    if self.index == 0:
+                        _refuse_unrun_body(returned)
                 except BaseException as exc:
                     self._stop_on(exc)
                     break
-                if not self.end_iteration():
+                if not self._record():
                     break
                 await pause()
         except (KeyboardInterrupt, asyncio.CancelledError):
@@ -306,7 +310,7 @@ class Watch:
             self.error_traceback = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
     def _within_budget(self) -> bool:
-        reason = self._stop_request or self._budget.reason(self.index, self.looping, self.log)
+        reason = self._stop_request or self._budget.reason(self.index, self.looping, self._meter.last_rss)
         if reason is not None:
             self.stopped = reason
         return reason is None
@@ -318,6 +322,10 @@ class Watch:
 
     def end_iteration(self) -> bool:
         """Record the iteration that just ended; False when the watch should stop."""
+        return self._record() and self._within_budget()
+
+    def _record(self) -> bool:
+        """Record the iteration that just ended; False when the watch stopped."""
         try:
             record = self._meter.end(self.index)
             if self.tracker is not None and self.tracker.native:
@@ -335,7 +343,7 @@ class Watch:
         except BaseException as exc:
             self._stop_on(exc)
             return False
-        return self.stopped is None and self._within_budget()
+        return self.stopped is None
 
     def _update_verdict(self, now: float) -> None:
         self.verdict = verdict_of(self.log, self.spec, self._headroom, self.baseline_rss, live=True)
@@ -430,10 +438,10 @@ def _claim(watch: Watch) -> None:
         _active = watch
 
 
-def _refuse_unrun_body(returned: object, index: int) -> None:
-    """A step that returns a coroutine or a generator never ran its body: say so at once
-    rather than measure nothing (``async def`` steps, generator functions)."""
-    if index == 0 and (inspect.iscoroutine(returned) or inspect.isgenerator(returned)
+def _refuse_unrun_body(returned: object) -> None:
+    """A first step that returns a coroutine or a generator never ran its body: say so at
+    once rather than measure nothing (``async def`` steps, generator functions)."""
+    if (inspect.iscoroutine(returned) or inspect.isgenerator(returned)
                        or inspect.isasyncgen(returned)):
         kind = "coroutine" if inspect.iscoroutine(returned) else "generator"
         returned.close()
