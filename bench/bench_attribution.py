@@ -1,7 +1,8 @@
 """Cost of attribution: the default signals, --trace and --lines, against a plain loop.
 
 The step is ~5 ms of ordinary work (a NumPy product, a list comprehension, a small dict, a
-dozen lines) that keeps nothing. Every variant runs in the same process, interleaved in rounds,
+dozen lines) that keeps nothing; the last two rows run it keeping 2 KiB per iteration, against
+a plain loop of that leaking step (``--trace`` traces allocation sites only when a run grew). Every variant runs in the same process, interleaved in rounds,
 and medians are compared, because these machines are shared and noisy. Columns:
 
 * wall ratio — wall time of the whole watch (start to result) / the plain loop's;
@@ -33,8 +34,12 @@ from leakwidget.engine.watch import Watch
 _A = np.random.default_rng(0).random((96, 96))
 
 
-def make_step(k: int):
+def make_step(k: int, keep: list | None = None):
+    """``keep``: a list the step leaks into (2 KiB of bytes per iteration)."""
+
     def step() -> float:
+        if keep is not None:
+            keep.append(b"x" * 2048)
         a = _A @ _A
         total = float(a.sum())
         squares = [i * i for i in range(k)]
@@ -104,7 +109,11 @@ def main() -> None:
 
     import gc
 
-    step = make_step(calibrate(a.step_ms / 1e3))
+    k = calibrate(a.step_ms / 1e3)
+    step = make_step(k)
+    # --trace traces a phase after the run only when the run grew: a leaking step shows its cost.
+    leaked: list = []
+    leaking = make_step(k, leaked)
     n = a.iterations
     variants = {
         "plain loop": lambda: plain(step, n),
@@ -112,13 +121,19 @@ def main() -> None:
         "watch (default attribution)": lambda: watched(step, n, True),
         "watch --trace": lambda: watched(step, n, True, trace=True),
         "watch --lines": lambda: watched(step, n, True, lines=True),
+        "plain loop, leaking 2 KiB/it": lambda: plain(leaking, n),
+        "watch --trace, leaking 2 KiB/it": lambda: watched(leaking, n, True, trace=True),
     }
     res: dict[str, list[tuple[float, float, float, float]]] = {k: [] for k in variants}
     for _ in range(a.rounds):
         for name, fn in variants.items():
             res[name].append(fn())
-    base = statistics.median(r[0] for r in res["plain loop"])
-    base_cpu = statistics.median(r[1] for r in res["plain loop"])
+            leaked.clear()
+
+    def baseline(name: str) -> tuple[float, float]:
+        rows = res["plain loop, leaking 2 KiB/it" if "leaking" in name else "plain loop"]
+        return statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows)
+
     print(
         f"{n} iterations of a step calibrated to {a.step_ms:g} ms when alone (the plain loop row shows "
         f"what it took in the run), {a.rounds} interleaved rounds, medians; "
@@ -132,6 +147,7 @@ def main() -> None:
     print(f"|{'-' * 32}|{'-' * 12}|{'-' * 12}|{'-' * 11}|{'-' * 11}|{'-' * 10}|{'-' * 10}|{'-' * 9}|")
     for name, rows in res.items():
         wall, cpu, inrun, fin = (statistics.median(r[i] for r in rows) for i in range(4))
+        base, base_cpu = baseline(name)
         print(
             f"| {name:30s} | {wall / n * 1e3:7.3f} ms | {wall / base:10.3f} | {cpu / n * 1e3:6.3f} ms | "
             f"{cpu / base_cpu:9.3f} | {inrun:6.3f} s | {fin:6.3f} s | {(inrun + fin) / base:7.2%} |"

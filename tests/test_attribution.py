@@ -155,6 +155,49 @@ def test_trace_finds_the_leaking_line_and_stops_tracemalloc():
     assert not tracemalloc.is_tracing()  # we started it, so we stopped it
 
 
+def test_trace_runs_the_measured_iterations_untraced_and_traces_more_unless_they_were_stable():
+    """--trace: the verdict's run is not slowed by tracemalloc, nor its RSS moved by it; the
+    sites come from a phase after it, which a stable run never pays for."""
+    traced: list[bool] = []
+    keep: list = []
+
+    def leaking() -> None:
+        traced.append(tracemalloc.is_tracing())
+        _site_leaker(keep)
+
+    r = _watch(leaking, iterations=60, trace=True)
+    measured, phase = traced[:60], traced[60:]
+    assert not any(measured) and phase and all(phase)
+    assert 14 <= len(phase) <= 60
+    assert r.stopped == "iterations" and r.iteration_count == 60
+    assert r.attribution.top_sites[0].site.endswith(f":{_line_of(_site_leaker, 'LEAK-SITE')}")
+    assert any(f"traced over {len(phase)} more iterations" in n for n in r.attribution.notes)
+    assert not tracemalloc.is_tracing()
+
+    traced.clear()
+    flat = np.ones(20_000)
+    r = _watch(lambda: traced.append(tracemalloc.is_tracing()) or flat.sum(), iterations=400, trace=True)
+    assert r.verdict.kind == "stable", str(r)
+    assert len(traced) == 400 and not any(traced)
+    assert r.attribution.top_sites == []
+
+
+def test_an_error_in_the_traced_phase_stops_the_run_and_keeps_the_measured_result():
+    keep: list = []
+    calls = [0]
+
+    def step() -> None:
+        calls[0] += 1
+        if calls[0] > 70:
+            raise RuntimeError("only the traced phase gets here")
+        _site_leaker(keep)
+
+    r = _watch(step, iterations=60, trace=True)
+    assert r.stopped == "error" and "traced phase" in str(r.error)
+    assert r.iteration_count == 60 and r.verdict.kind != "stable"
+    assert not tracemalloc.is_tracing()
+
+
 def test_trace_leaves_a_users_tracemalloc_running():
     tracemalloc.start()
     try:

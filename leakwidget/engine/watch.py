@@ -82,15 +82,17 @@ NO_PAUSE = _NoPause()
 
 
 class YieldToLoop:
-    """Hands the event loop 1 ms between iterations every 50 ms: the kernel reads its sockets,
+    """Hands the event loop 1 ms between iterations every 100 ms: the kernel reads its sockets,
     so a Stop click lands within a fraction of a second.
 
-    Not at every iteration: a click needs one turn of the kernel's loop every 50 ms, not ~800
-    a second on a fast step (each turn polls the kernel's sockets). Measured in a kernel, the
-    change moved neither the overhead (bench/bench_kernel.py) nor the RSS a flat step grows by."""
+    Not at every iteration: a click needs a few turns of the kernel's loop (its message passes
+    from the shell channel's thread to the handler in steps), which 1 ms gives it; ~800 turns a
+    second on a fast step would poll the kernel's sockets for nothing. The 1 ms is the watch's
+    largest fixed cost in a kernel after the bookkeeping: every 50 ms it took 2% of the run
+    (bench/bench_kernel.py), every 100 ms 1%, for a click that lands 50 ms later at most."""
 
     yields_to_loop = True
-    INTERVAL = 0.05
+    INTERVAL = 0.1
 
     def __init__(self) -> None:
         self._last = time.perf_counter()
@@ -203,8 +205,7 @@ class Watch:
         try:
             step = self._run_setup()
             self._loop_t0 = time.perf_counter()
-            # What runs between two steps is the watch's cost on every iteration: kept to a
-            # few calls (one budget check, no system call but the meter's reads).
+            # Between two steps: the watch's cost on every iteration (see docs/benchmarks.md).
             meter, guard, interrupts = self._meter, self._guard, self._interrupts
             while self.stopped is None and self._within_budget():
                 # Nothing ran since the last iteration ended: its end RSS is this one's start.
@@ -225,6 +226,10 @@ class Watch:
                 if not self._record():
                     break
                 await pause()
+            if (self.tracker is not None and self.tracker.defers_tracing
+                    and self.stopped in ("iterations", "seconds", "confident")):
+                if (failed := await traced_phase(self, step, pause)) is not None:
+                    self._stop_on(failed)
         except (KeyboardInterrupt, asyncio.CancelledError):
             self.stopped = self.stopped or "interrupted"
         finally:
@@ -272,13 +277,7 @@ class Watch:
         step = self.spec.step
         try:
             if self.spec.setup is not None:
-                self._guard.enter_step()
-                self._interrupts.enter_step()
-                try:
-                    state = self.spec.setup()
-                finally:
-                    self._interrupts.leave_step()
-                    self._guard.leave_step()
+                state = _bracketed(self.spec.setup, self._guard, self._interrupts)
 
                 def step_fn() -> object:
                     return step(state)
@@ -299,14 +298,9 @@ class Watch:
 
     def _stop_on(self, exc: BaseException, iteration: int | None = -1) -> None:
         """The step (or setup) raised: end the run, keeping what it measured."""
-        if isinstance(exc, MemoryGuardTripped):
-            self.stopped = "memory-guard"
-        elif isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError)):
-            self.stopped = "interrupted"
-        else:  # any other exception, SystemExit included: the result keeps it
-            self.stopped = "error"
-            self.error = exc
-            self.error_iteration = self.index if iteration == -1 else iteration
+        self.stopped = _stop_reason(exc)
+        if self.stopped == "error":  # any other exception, SystemExit included: the result keeps it
+            self.error, self.error_iteration = exc, (self.index if iteration == -1 else iteration)
             self.error_traceback = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
     def _within_budget(self) -> bool:
@@ -424,6 +418,50 @@ class Watch:
             except Exception as exc:  # an observer must not lose the result
                 result.stage_notes.append(f"{type(ob).__name__} failed: {exc!r}")
         return result
+
+
+def _stop_reason(exc: BaseException) -> StopReason:
+    if isinstance(exc, MemoryGuardTripped):
+        return "memory-guard"
+    return "interrupted" if isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError)) else "error"
+
+
+def _bracketed(fn: Callable[[], T], guard: MemoryGuard, interrupts: Interrupts) -> T:
+    """``fn()`` as a step runs: interruptible at once, the memory guard raising inside it."""
+    guard.enter_step()
+    interrupts.enter_step()
+    try:
+        return fn()
+    finally:
+        interrupts.leave_step()
+        guard.leave_step()
+
+
+async def traced_phase(watch: Watch, step: Callable[[], object], pause: Pause) -> BaseException | None:
+    """--trace after the measured run, when it grew: the step again under tracemalloc, for as
+    long as the run took at most (and as many iterations), at least the tracker's minimum; the
+    exception that ended it, if one did. Nothing is recorded: the verdict reads the measured run.
+    (Why not trace the measured run itself: see attribution/trace.py.)"""
+    tracker = watch.tracker
+    verdict = verdict_of(watch.log, watch.spec, watch._headroom, watch.baseline_rss)
+    plan = tracker.traced_phase(verdict, watch.log, watch.looping)
+    if plan is None:
+        return None
+    most, seconds = plan
+    enough = tracker.traced_enough
+    deadline = time.perf_counter() + seconds
+    tracker.begin_traced_phase()
+    done = 0
+    try:
+        while (done < most and (done < enough or time.perf_counter() < deadline)
+               and watch._stop_request is None):
+            _bracketed(step, watch._guard, watch._interrupts)
+            done += 1
+            tracker.on_traced_iteration()
+            await pause()
+    except BaseException as exc:  # the run's result stands; the watch says how the phase ended
+        return exc
+    return None
 
 
 def _claim(watch: Watch) -> None:

@@ -103,7 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bisect", action="store_true",
                    help="find the stage(s) whose being on makes memory leak")
     p.add_argument("--trace", action="store_true",
-                   help="trace allocations with tracemalloc and list the growing sites")
+                   help="list the growing allocation sites (tracemalloc), traced in more "
+                        "iterations after the measured run unless it was stable (up to as long again)")
     p.add_argument("--lines", action="store_true",
                    help="line-by-line memory increments of the step (memory_profiler; slower)")
     p.add_argument("--native", action="store_true",

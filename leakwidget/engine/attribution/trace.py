@@ -17,9 +17,22 @@ from .series import Series, robust_slope
 _ENGINE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+# --trace traces the allocation sites in a phase of its own, after the measured run, and only
+# when that run grew: tracemalloc slows an allocating step by up to ~15x, and it cannot be
+# paused (stopping it drops every trace), so tracing the measured run made the whole watch that
+# much slower and put tracemalloc's own memory into the RSS the verdict reads.
+PHASE_WARMUP = 2  # traced iterations before the phase's baseline snapshot
+PHASE_MIN_ITERATIONS = 12  # traced after the baseline, however slow the step
+PHASE_SHARE = 1.0  # the phase lasts at most this share of the measured run's time
+
+
 class Tracing:
-    """The traced-memory series (whenever tracemalloc is on) and, with --trace, a baseline
-    snapshot once the warm-up is over, compared with a final one at the end."""
+    """The traced-memory series (whenever tracemalloc is on) and, with --trace, allocation sites:
+    a baseline snapshot and a final one, compared at the end.
+
+    With --trace and tracemalloc off, the measured run is not traced: the sites come from a
+    phase after it (:meth:`begin_phase` ... :meth:`on_phase_iteration`), when it grew. With the
+    user's tracemalloc already on, the measured run is traced as it is, from the warm-up on."""
 
     def __init__(self) -> None:
         self.spent = 0.0  # seconds spent on snapshots during the run
@@ -27,14 +40,37 @@ class Tracing:
         self._warmup = 1
         self._series = Series(1)
         self._snapshot: tuple[int, tracemalloc.Snapshot] | None = None  # (done, baseline)
+        self.deferred = False  # --trace with tracemalloc off: a traced phase after the run
+        self.phase_done = 0  # iterations of that phase (0: it did not run)
 
     def start(self, trace: bool, warmup: int) -> bool:
-        """Start tracemalloc for --trace (unless it is on); whether traced memory is recorded."""
-        if trace and not tracemalloc.is_tracing():
-            tracemalloc.start(1)
-            self._started = True
+        """At the run's start; whether traced memory is recorded during it (the user's
+        tracemalloc is on)."""
+        self.deferred = trace and not tracemalloc.is_tracing()
+        self.phase_done = 0
         self._warmup = max(1, warmup)
         return tracemalloc.is_tracing()
+
+    def begin_phase(self) -> None:
+        """The traced phase starts (the measured run is over)."""
+        tracemalloc.start(1)
+        self._started = True
+        self._series = Series(1)
+        self._snapshot = None
+
+    def on_phase_iteration(self) -> None:
+        """After each iteration of the traced phase."""
+        self.phase_done += 1
+        self._series.append(self.phase_done, tracemalloc.get_traced_memory()[0])
+        if self.phase_done == PHASE_WARMUP:
+            now = time.perf_counter()
+            self._snapshot = (self.phase_done, tracemalloc.take_snapshot())
+            self.spent += time.perf_counter() - now
+
+    def phase_note(self) -> str:
+        return (f"Allocation sites were traced over {self.phase_done} more iterations after the "
+                "measured run (tracemalloc slows the step several times over; the run the "
+                "verdict reads was not traced).")
 
     def on_iteration(self, record: IterationRecord, done: int) -> None:
         """Traced memory after this iteration (the user may have stopped tracemalloc)."""
@@ -72,9 +108,12 @@ class Tracing:
         return float(np.median(after[-k:]) - np.median(after[:k]))
 
     def sites(self, done: int) -> list[SiteGrowth]:
-        """The allocation sites whose live memory grew since the baseline snapshot, largest first."""
+        """The allocation sites whose live memory grew since the baseline snapshot, largest first
+        (``done``: iterations of the measured run, or of the traced phase when one ran)."""
         if self._snapshot is None or not tracemalloc.is_tracing():
             return []
+        if self.phase_done:
+            done = self.phase_done
         done0, snap0 = self._snapshot
         span = done - done0
         if span < 1:

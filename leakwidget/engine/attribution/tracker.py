@@ -22,7 +22,7 @@ from .lines import LineReport, require_memory_profiler
 from .native import NativeStacks
 from .paths import find_paths
 from .result import Attribution, RefPath
-from .trace import Tracing
+from .trace import PHASE_MIN_ITERATIONS, PHASE_SHARE, PHASE_WARMUP, Tracing
 
 # Share of the run's wall time the baseline object census may take (default mode). Without it a
 # leak of NumPy arrays or bytes (invisible to the block count) reads as native memory: a wrong
@@ -103,7 +103,7 @@ class Tracker:
             hooks.append(self._tracing.on_iteration)
         if self._gpu.start():
             hooks.append(self._gpu.on_iteration)
-        if self.trace:
+        if self.trace and not self._tracing.deferred:
             hooks.append(self._tracing.snapshot_after_warmup)
         if self.census is True:
             hooks.append(self._census.on_iteration)
@@ -124,6 +124,31 @@ class Tracker:
         if not self.lines:
             return fn
         return self._lines.wrap(fn, code)
+
+    @property
+    def defers_tracing(self) -> bool:
+        """--trace with tracemalloc off: the sites are traced after the measured run."""
+        return self._tracing.deferred
+
+    def traced_phase(self, verdict: Verdict, log: RecordLog, seconds: float) -> tuple[int, float] | None:
+        """--trace with tracemalloc off, after the measured run: (iterations, seconds) at most
+        for the traced phase, or None when there is nothing for it to explain (the run was
+        stable; an undecided one is traced: a short run of a small leak is often undecided)."""
+        if not (self._tracing.deferred and log.n) or verdict.kind == "stable":
+            return None
+        most = max(PHASE_WARMUP + PHASE_MIN_ITERATIONS, log.total)
+        return most, PHASE_SHARE * seconds
+
+    def begin_traced_phase(self) -> None:
+        self._tracing.begin_phase()
+
+    def on_traced_iteration(self) -> None:
+        self._tracing.on_phase_iteration()
+
+    @property
+    def traced_enough(self) -> int:
+        """Iterations the traced phase runs however long they take."""
+        return PHASE_WARMUP + PHASE_MIN_ITERATIONS
 
     def on_iteration(self, record: IterationRecord) -> None:
         self._done += 1
@@ -183,6 +208,8 @@ class Tracker:
             # What the census counted since its baseline is what the rise holds now.
             census_slope = census_slope * census.span / growth.span
         sites = self._tracing.sites(self._done) if self.trace else []
+        if self._tracing.phase_done:
+            notes.append(self._tracing.phase_note())
         paths = self._paths(growth, census, notes)
         window = self._native.finish(int(log.last("index")))
         notes.extend(self._native.notes)
@@ -198,7 +225,12 @@ class Tracker:
     def _traced_slope(self, growth: Growth) -> float | None:
         """tracemalloc's bytes per iteration of the growth: its trend since a leak's onset, or
         for a plateau what the traced memory rose by since the plateau's onset, per iteration
-        of the rise."""
+        of the rise. A traced phase after the run gives a leak's trend after its baseline
+        snapshot, and nothing for a plateau (its rise was over before the phase)."""
+        if self._tracing.phase_done:
+            if growth.verdict == "plateau":
+                return None
+            return self._tracing.slope_since(PHASE_WARMUP)
         if growth.verdict != "plateau":
             return self._tracing.slope_since(growth.start)
         rose = self._tracing.rise_since(growth.start)
