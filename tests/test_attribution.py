@@ -194,6 +194,8 @@ def test_an_error_in_the_traced_phase_stops_the_run_and_keeps_the_measured_resul
 
     r = _watch(step, iterations=60, trace=True)
     assert r.stopped == "error" and "traced phase" in str(r.error)
+    assert any("traced over 10 more iterations" in n and "stopped early: RuntimeError" in n
+               for n in r.attribution.notes), r.attribution.notes
     assert r.iteration_count == 60 and r.verdict.kind != "stable"
     assert not tracemalloc.is_tracing()
 

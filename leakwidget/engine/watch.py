@@ -438,10 +438,10 @@ def _bracketed(fn: Callable[[], T], guard: MemoryGuard, interrupts: Interrupts) 
 
 
 async def traced_phase(watch: Watch, step: Callable[[], object], pause: Pause) -> BaseException | None:
-    """--trace after the measured run, when it grew: the step again under tracemalloc, for as
-    long as the run took at most (and as many iterations), at least the tracker's minimum; the
-    exception that ended it, if one did. Nothing is recorded: the verdict reads the measured run.
-    (Why not trace the measured run itself: see attribution/trace.py.)"""
+    """--trace after the measured run, unless it was stable: the step again under tracemalloc,
+    for as long as the run took at most (and as many iterations), at least the tracker's
+    minimum; the exception that ended it, if one did. Nothing is recorded: the verdict reads the
+    measured run. (Why not trace the measured run itself: see attribution/trace.py.)"""
     tracker = watch.tracker
     verdict = verdict_of(watch.log, watch.spec, watch._headroom, watch.baseline_rss)
     plan = tracker.traced_phase(verdict, watch.log, watch.looping)
@@ -460,7 +460,9 @@ async def traced_phase(watch: Watch, step: Callable[[], object], pause: Pause) -
             tracker.on_traced_iteration()
             await pause()
     except BaseException as exc:  # the run's result stands; the watch says how the phase ended
+        tracker.end_traced_phase(exc)
         return exc
+    tracker.end_traced_phase(None)
     return None
 
 

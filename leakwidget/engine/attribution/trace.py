@@ -40,14 +40,17 @@ class Tracing:
         self._warmup = 1
         self._series = Series(1)
         self._snapshot: tuple[int, tracemalloc.Snapshot] | None = None  # (done, baseline)
+        self._final: tracemalloc.Snapshot | None = None  # at the traced phase's end
         self.deferred = False  # --trace with tracemalloc off: a traced phase after the run
         self.phase_done = 0  # iterations of that phase (0: it did not run)
+        self.phase_ended_by: BaseException | None = None  # what stopped it early
 
     def start(self, trace: bool, warmup: int) -> bool:
         """At the run's start; whether traced memory is recorded during it (the user's
         tracemalloc is on)."""
         self.deferred = trace and not tracemalloc.is_tracing()
         self.phase_done = 0
+        self.phase_ended_by = None
         self._warmup = max(1, warmup)
         return tracemalloc.is_tracing()
 
@@ -56,7 +59,16 @@ class Tracing:
         tracemalloc.start(1)
         self._started = True
         self._series = Series(1)
-        self._snapshot = None
+        self._snapshot = self._final = None
+
+    def end_phase(self, exc: BaseException | None) -> None:
+        """The traced phase is over: its final snapshot, before the watch puts its result
+        together (whose arrays would be among the newest allocations)."""
+        self.phase_ended_by = exc
+        if tracemalloc.is_tracing() and self._snapshot is not None:
+            now = time.perf_counter()
+            self._final = tracemalloc.take_snapshot()
+            self.spent += time.perf_counter() - now
 
     def on_phase_iteration(self) -> None:
         """After each iteration of the traced phase."""
@@ -68,9 +80,12 @@ class Tracing:
             self.spent += time.perf_counter() - now
 
     def phase_note(self) -> str:
+        ended = ("" if self.phase_ended_by is None else
+                 f" The traced phase stopped early: {type(self.phase_ended_by).__name__}"
+                 f"{': ' + str(self.phase_ended_by) if str(self.phase_ended_by) else ''}.")
         return (f"Allocation sites were traced over {self.phase_done} more iterations after the "
                 "measured run (tracemalloc slows the step several times over; the run the "
-                "verdict reads was not traced).")
+                f"verdict reads was not traced).{ended}")
 
     def on_iteration(self, record: IterationRecord, done: int) -> None:
         """Traced memory after this iteration (the user may have stopped tracemalloc)."""
@@ -118,7 +133,7 @@ class Tracing:
         span = done - done0
         if span < 1:
             return []
-        snap1 = tracemalloc.take_snapshot()
+        snap1 = self._final if self._final is not None else tracemalloc.take_snapshot()
         skip = (_ENGINE_DIR, tracemalloc.__file__, "<frozen importlib", "<unknown>")
         out = []
         for st in snap1.compare_to(snap0, "lineno"):
@@ -140,4 +155,4 @@ class Tracing:
         if self._started:
             tracemalloc.stop()  # only what we started
             self._started = False
-        self._snapshot = None
+        self._snapshot = self._final = None

@@ -145,6 +145,10 @@ class Tracker:
     def on_traced_iteration(self) -> None:
         self._tracing.on_phase_iteration()
 
+    def end_traced_phase(self, exc: BaseException | None) -> None:
+        """The traced phase is over (``exc``: what stopped it early)."""
+        self._tracing.end_phase(exc)
+
     @property
     def traced_enough(self) -> int:
         """Iterations the traced phase runs however long they take."""
