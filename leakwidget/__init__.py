@@ -80,8 +80,8 @@ def watch(
     before the process grows past it. ``widget``: None shows the live dashboard when running in
     a Jupyter kernel, False never, True always, or pass a dashboard to reuse.
     ``trace=True`` lists the allocation sites that grow (``result.attribution.top_sites``):
-    unless the run was stable, the step runs again under tracemalloc after it, for up to as long as the
-    run took (at least 14 iterations); the verdict reads the untraced run.
+    the step runs again under tracemalloc after the run, for up to as long as the run took (at
+    least 14 iterations); the verdict reads the untraced run.
     ``native=True`` traces a window of iterations after the warm-up with memray and reports the
     C/C++ and Python call stacks of memory allocated there and not freed
     (``result.attribution.native_sites``; needs ``pip install 'leakwidget[native]'``).

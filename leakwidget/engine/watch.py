@@ -201,7 +201,7 @@ class Watch:
         """The loop; ``pause`` is awaited between iterations (default: yield to the loop)."""
         pause = YieldToLoop() if pause is None else pause
         self.yields_to_loop = pause.yields_to_loop
-        self.start()  # on failure it has cleaned up after itself
+        self.start(drives_loop=True)  # on failure it has cleaned up after itself
         try:
             step = self._run_setup()
             self._loop_t0 = time.perf_counter()
@@ -237,8 +237,8 @@ class Watch:
         return result
 
     # ------------------------------------------------------------------ lifecycle
-    def start(self) -> None:
-        """Everything before the setup: guards, stage session, sampler, observers' on_start."""
+    def start(self, drives_loop: bool = False) -> None:
+        """Everything before the setup (``drives_loop``: run_async's own loop runs the steps)."""
         _claim(self)
         try:
             self._interrupts.arm()
@@ -267,7 +267,7 @@ class Watch:
             for ob in self.observers:
                 ob.on_start(self)
             if self.tracker is not None:
-                self.tracker.start(self.spec)
+                self.tracker.start(self.spec, defer_tracing=drives_loop)
         except BaseException:
             self._teardown()
             raise
@@ -438,13 +438,12 @@ def _bracketed(fn: Callable[[], T], guard: MemoryGuard, interrupts: Interrupts) 
 
 
 async def traced_phase(watch: Watch, step: Callable[[], object], pause: Pause) -> BaseException | None:
-    """--trace after the measured run, unless it was stable: the step again under tracemalloc,
+    """--trace after the measured run: the step again under tracemalloc,
     for as long as the run took at most (and as many iterations), at least the tracker's
     minimum; the exception that ended it, if one did. Nothing is recorded: the verdict reads the
     measured run. (Why not trace the measured run itself: see attribution/trace.py.)"""
     tracker = watch.tracker
-    verdict = verdict_of(watch.log, watch.spec, watch._headroom, watch.baseline_rss)
-    plan = tracker.traced_phase(verdict, watch.log, watch.looping)
+    plan = tracker.traced_phase(watch.log, watch.looping)
     if plan is None:
         return None
     most, seconds = plan

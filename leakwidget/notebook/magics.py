@@ -104,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="find the stage(s) whose being on makes memory leak")
     p.add_argument("--trace", action="store_true",
                    help="list the growing allocation sites (tracemalloc), traced in more "
-                        "iterations after the measured run unless it was stable (up to as long again)")
+                        "iterations after the measured run (up to as long again)")
     p.add_argument("--lines", action="store_true",
                    help="line-by-line memory increments of the step (memory_profiler; slower)")
     p.add_argument("--native", action="store_true",

@@ -30,9 +30,11 @@ class Tracing:
     """The traced-memory series (whenever tracemalloc is on) and, with --trace, allocation sites:
     a baseline snapshot and a final one, compared at the end.
 
-    With --trace and tracemalloc off, the measured run is not traced: the sites come from a
-    phase after it (:meth:`begin_phase` ... :meth:`on_phase_iteration`), when it grew. With the
-    user's tracemalloc already on, the measured run is traced as it is, from the warm-up on."""
+    With --trace and tracemalloc off, a watch that drives its own loop does not trace the
+    measured run: the sites come from a phase after it (:meth:`begin_phase`,
+    :meth:`on_phase_iteration`, :meth:`end_phase`). With the user's tracemalloc already on, or
+    when the loop is someone else's (a Keras ``fit``), the measured run is traced, from the
+    warm-up on."""
 
     def __init__(self) -> None:
         self.spent = 0.0  # seconds spent on snapshots during the run
@@ -41,14 +43,18 @@ class Tracing:
         self._series = Series(1)
         self._snapshot: tuple[int, tracemalloc.Snapshot] | None = None  # (done, baseline)
         self._final: tracemalloc.Snapshot | None = None  # at the traced phase's end
-        self.deferred = False  # --trace with tracemalloc off: a traced phase after the run
+        self.deferred = False  # --trace, tracemalloc off, our own loop: a traced phase after it
         self.phase_done = 0  # iterations of that phase (0: it did not run)
         self.phase_ended_by: BaseException | None = None  # what stopped it early
 
-    def start(self, trace: bool, warmup: int) -> bool:
-        """At the run's start; whether traced memory is recorded during it (the user's
-        tracemalloc is on)."""
-        self.deferred = trace and not tracemalloc.is_tracing()
+    def start(self, trace: bool, warmup: int, defer: bool) -> bool:
+        """At the run's start; whether traced memory is recorded during it. ``defer``: trace in
+        a phase after the run (the watch drives the loop), else from the start as before (a
+        Keras callback's run, driven by ``fit``)."""
+        self.deferred = defer and trace and not tracemalloc.is_tracing()
+        if trace and not self.deferred and not tracemalloc.is_tracing():
+            tracemalloc.start(1)
+            self._started = True
         self.phase_done = 0
         self.phase_ended_by = None
         self._warmup = max(1, warmup)

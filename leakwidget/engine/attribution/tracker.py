@@ -88,8 +88,9 @@ class Tracker:
         # What each iteration calls, chosen at the start: in the default mode nothing at all.
         self._hooks: tuple[IterationHook, ...] = ()
 
-    def start(self, spec: WatchSpec) -> None:
-        """Before the setup."""
+    def start(self, spec: WatchSpec, defer_tracing: bool = False) -> None:
+        """Before the setup. ``defer_tracing``: the watch can run the step after the measured
+        run (its own loop does), so --trace traces a phase then, not the run (trace.py)."""
         self._reset()
         self._planned = planned_seconds(spec)
         if self.lines:
@@ -99,7 +100,7 @@ class Tracker:
             self._native.start(spec)  # fails here, before anything runs, without memray
         self._retention.start()
         hooks: list[IterationHook] = []
-        if self._tracing.start(self.trace, spec.warmup or 0):
+        if self._tracing.start(self.trace, spec.warmup or 0, defer_tracing):
             hooks.append(self._tracing.on_iteration)
         if self._gpu.start():
             hooks.append(self._gpu.on_iteration)
@@ -130,11 +131,12 @@ class Tracker:
         """--trace with tracemalloc off: the sites are traced after the measured run."""
         return self._tracing.deferred
 
-    def traced_phase(self, verdict: Verdict, log: RecordLog, seconds: float) -> tuple[int, float] | None:
+    def traced_phase(self, log: RecordLog, seconds: float) -> tuple[int, float] | None:
         """--trace with tracemalloc off, after the measured run: (iterations, seconds) at most
-        for the traced phase, or None when there is nothing for it to explain (the run was
-        stable; an undecided one is traced: a short run of a small leak is often undecided)."""
-        if not (self._tracing.deferred and log.n) or verdict.kind == "stable":
+        for the traced phase; None when no iteration finished. Every verdict gets one, "stable"
+        too: a short run of a small leak that fills memory the heap already held reads stable,
+        and --trace is asked for to see the sites all the same."""
+        if not (self._tracing.deferred and log.n):
             return None
         most = max(PHASE_WARMUP + PHASE_MIN_ITERATIONS, log.total)
         return most, PHASE_SHARE * seconds
