@@ -17,10 +17,10 @@ from .series import Series, robust_slope
 _ENGINE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-# --trace traces the allocation sites in a phase of its own, after the measured run, and only
-# when that run grew: tracemalloc slows an allocating step by up to ~15x, and it cannot be
-# paused (stopping it drops every trace), so tracing the measured run made the whole watch that
-# much slower and put tracemalloc's own memory into the RSS the verdict reads.
+# --trace traces the allocation sites in a phase of its own, after the measured run:
+# tracemalloc slows an allocating step by up to ~15x, and it cannot be paused (stopping it drops
+# every trace), so tracing the measured run made the whole watch that much slower and put
+# tracemalloc's own memory into the RSS the verdict reads.
 PHASE_WARMUP = 2  # traced iterations before the phase's baseline snapshot
 PHASE_MIN_ITERATIONS = 12  # traced after the baseline, however slow the step
 PHASE_SHARE = 1.0  # the phase lasts at most this share of the measured run's time
