@@ -446,13 +446,12 @@ async def traced_phase(watch: Watch, step: Callable[[], object], pause: Pause) -
     plan = tracker.traced_phase(watch.log, watch.looping)
     if plan is None:
         return None
-    most, seconds = plan
-    enough = tracker.traced_enough
+    least, most, seconds = plan
     deadline = time.perf_counter() + seconds
     tracker.begin_traced_phase()
     done = 0
     try:
-        while (done < most and (done < enough or time.perf_counter() < deadline)
+        while (done < most and (done < least or time.perf_counter() < deadline)
                and watch._stop_request is None):
             _bracketed(step, watch._guard, watch._interrupts)
             done += 1

@@ -131,15 +131,16 @@ class Tracker:
         """--trace with tracemalloc off: the sites are traced after the measured run."""
         return self._tracing.deferred
 
-    def traced_phase(self, log: RecordLog, seconds: float) -> tuple[int, float] | None:
-        """--trace with tracemalloc off, after the measured run: (iterations, seconds) at most
-        for the traced phase; None when no iteration finished. Every verdict gets one, "stable"
+    def traced_phase(self, log: RecordLog, seconds: float) -> tuple[int, int, float] | None:
+        """--trace with tracemalloc off, after the measured run: the traced phase's iterations
+        at least (however long they take) and at most, and its seconds at most; None when no
+        iteration finished. Every verdict gets one, "stable"
         too: a short run of a small leak that fills memory the heap already held reads stable,
         and --trace is asked for to see the sites all the same."""
         if not (self._tracing.deferred and log.n):
             return None
-        most = max(PHASE_WARMUP + PHASE_MIN_ITERATIONS, log.total)
-        return most, PHASE_SHARE * seconds
+        least = PHASE_WARMUP + PHASE_MIN_ITERATIONS
+        return least, max(least, log.total), PHASE_SHARE * seconds
 
     def begin_traced_phase(self) -> None:
         self._tracing.begin_phase()
@@ -150,11 +151,6 @@ class Tracker:
     def end_traced_phase(self, exc: BaseException | None) -> None:
         """The traced phase is over (``exc``: what stopped it early)."""
         self._tracing.end_phase(exc)
-
-    @property
-    def traced_enough(self) -> int:
-        """Iterations the traced phase runs however long they take."""
-        return PHASE_WARMUP + PHASE_MIN_ITERATIONS
 
     def on_iteration(self, record: IterationRecord) -> None:
         self._done += 1
