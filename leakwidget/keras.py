@@ -167,9 +167,7 @@ class LeakWatch(keras.callbacks.Callback):
             from .notebook.banner import note_html
 
             self.dashboard.note.value = note_html(_NO_CLICKS_NOTE)
-        watch.settle()
-        if watch.tracker is not None:
-            watch.tracker.wrap(_no_step, None)  # the baseline object census, before batch 0
+        watch.settle()  # and the baseline object census, before batch 0
         self._watch, self._phase = watch, phase
         self._open = self._stopping = False
         self._epochs = 0

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..records import IterationRecord
-from ..sampler import rss
+from ..sampler import malloc_trim, rss
 from .paths import Target
 from .result import TOP_N, TypeGrowth
 
@@ -161,11 +161,13 @@ def _take_census(done: int, every: bool = False) -> _Census:
     first census: objects not among them were created during the run).
 
     The baseline census is a fixed cost of every watch (300k objects once TensorFlow is
-    loaded). The ids of every object are read as the pointer array of ``gc.get_objects()``'s
-    list (:func:`_addresses`), not made into 300k Python ints: 180 -> 130 ms with TensorFlow
-    and Keras loaded, and one array of them fewer. (Counting types in NumPy as well was faster
-    still, 80 ms, but its temporaries, several arrays of the heap's size, stayed with the
-    allocator once its mmap threshold had risen, and hid a leak's first iterations from RSS.)"""
+    loaded), and most of it is fetching each object's header from memory: so each object is
+    touched once, for its type, and everything else reads the list of types (counts, which
+    are containers) or the containers alone (their lengths). The ids are read as the lists'
+    pointer arrays (:func:`_addresses`), not made into 300k Python ints. (Counting in NumPy
+    too was faster still, 80 ms, but its temporaries, several arrays of the heap's size,
+    stayed with the allocator once its mmap threshold had risen, and hid a leak's first
+    iterations from RSS.)"""
     t0 = time.perf_counter()
     objs = gc.get_objects()
     all_ids = None
@@ -173,25 +175,27 @@ def _take_census(done: int, every: bool = False) -> _Census:
         if every:
             all_ids = _addresses(objs)  # (a copy: sorted in place)
             all_ids.sort()
+        types = list(map(type, objs))
         counts: dict[str, int] = {}
         # Type objects are used as keys only while counting; names are kept, so the census never
         # keeps a class (or anything else) of the user's alive.
-        for t, c in collections.Counter(map(type, objs)).items():
+        for t, c in collections.Counter(types).items():
             k = _type_name(t)
             counts[k] = counts.get(k, 0) + c
-        ids, lengths = _container_lengths(objs)
+        # Every container's length, not only the largest: a leaking list starts out short.
+        conts = list(itertools.compress(objs, map(_CONTAINER_TYPES.__contains__, types)))
+        del types
+        ids, lengths = _container_lengths(conts)
     finally:
         del objs
     return _Census(done, sys.getallocatedblocks(), counts, ids, lengths, time.perf_counter() - t0,
                    all_ids)
 
 
-def _container_lengths(objs: list) -> tuple[np.ndarray, np.ndarray]:
-    # Every container's length, not only the largest: a leaking list starts out short.
-    conts = [o for o in objs if type(o) in _CONTAINER_TYPES]
+def _container_lengths(conts: list) -> tuple[np.ndarray, np.ndarray]:
+    """The containers' ids, sorted, and their lengths in the same order."""
     ids = _addresses(conts)
     lengths = np.fromiter(map(len, conts), dtype=np.int64, count=len(conts))
-    del conts
     order = np.argsort(ids)
     return ids[order], lengths[order]
 
@@ -424,16 +428,20 @@ class ObjectCensus:
         self._estimate = self._cost_per_block * max(blocks, 1)
         return planned is None or self._estimate <= max(self.budget * planned, CENSUS_ALLOWANCE)
 
-    def take(self, blocks: int, done: int) -> None:
-        """A census now, after ``done`` iterations, with ``blocks`` pymalloc blocks allocated."""
+    def take(self, blocks: int, done: int, trim: bool = False) -> None:
+        """A census now, after ``done`` iterations, with ``blocks`` pymalloc blocks allocated;
+        ``trim``: hand what it freed back to the system at once (the baseline, before any
+        iteration: see :func:`~leakwidget.engine.watch.settle_memory`)."""
         now = time.perf_counter()
         # A census walks every gc object; its cost follows the heap, which the block count the
         # runner already measured tells us before we pay it (refined by each census taken).
         self._estimate = self._cost_per_block * max(blocks, 1)
         rss0 = rss()
         c = _take_census(done, every=not self._checkpoints)
-        # What the census allocated and freed may stay resident in the allocator; a trim at the
-        # end would hand it back and make it look like the user's allocator retention.
+        if trim:
+            malloc_trim()
+        # Untrimmed, what the census allocated and freed may stay resident in the allocator; a
+        # trim at the end would hand it back and make it look like the user's allocator retention.
         self.own_rss += max(0, rss() - rss0)
         self._cost_per_block = c.cost / max(c.blocks, 1)
         self._checkpoints.append(c)

@@ -112,16 +112,23 @@ class Tracker:
             hooks.append(self._native.on_iteration)
         self._hooks = tuple(hooks)
 
-    def wrap(self, fn: Callable, code: types.CodeType | None) -> Callable:
-        """After the setup: the step to call (traced line by line with lines=True)."""
-        # The baseline census, after the setup and before iteration 0: whatever it leaves with
-        # the allocator lands in iteration 0, which the verdict always treats as warm-up. A
-        # census in the middle of a run would put a step into the very RSS series the verdict
-        # reads (measured in a kernel: a flat step looked like a 6 KiB/iteration leak), so the
-        # others are taken only at the end, after the verdict, unless census=True asks for them.
+    def baseline_census(self) -> bool:
+        """After the setup, before iteration 0: the baseline object census, when this run
+        takes one, followed by a trim of the allocator; True when it was taken (and trimmed).
+
+        A census in the middle of a run would put a step into the very RSS series the verdict
+        reads (measured in a kernel: a flat step looked like a 6 KiB/iteration leak), so the
+        others are taken only at the end, after the verdict, unless census=True asks for them.
+        This one's temporaries are handed back at once: left with the allocator, they are
+        what a leak's first iterations would fill without moving RSS."""
         if self.census is True or (self.census is None and self._census.affordable(
                 sys.getallocatedblocks(), self._planned)):
-            self._census.take(sys.getallocatedblocks(), self._done)
+            self._census.take(sys.getallocatedblocks(), self._done, trim=True)
+            return True
+        return False
+
+    def wrap(self, fn: Callable, code: types.CodeType | None) -> Callable:
+        """After the setup: the step to call (traced line by line with lines=True)."""
         if not self.lines:
             return fn
         return self._lines.wrap(fn, code)
