@@ -11,11 +11,14 @@ Workloads, each run with TensorFlow imported (that is where users are):
 - ``tfdata-leak``: the same pipeline followed by a ``map`` whose ``tf.py_function`` keeps 64 KiB
   per batch (one batch per iteration) in the same global list.
 
-Tools: the plain loop (the baseline); ``leakwidget.watch``; memray's ``Tracker`` without and with
-native traces, then its leaked and high-water-mark records; ``memory_profiler.memory_usage``
-sampling every 0.1 s; ``tracemalloc`` with a first-vs-last snapshot diff; Scalene's CLI. Every
-measurement runs in a fresh process (this script re-invoked with ``--worker TOOL WORKLOAD
-SECONDS``, answering one JSON line), for a fixed wall time. Each tool run is paired with a plain
+Tools: the plain loop (the baseline); ``leakwidget.watch``; ``leakwidget.watch(trace=True)``,
+whose speed is its whole call's per measured iteration (the traced phase after the measured
+run included), and which flags the leak when its top growing site is the leaking line;
+memray's ``Tracker`` without and with native traces, then its leaked and high-water-mark
+records; ``memory_profiler.memory_usage`` sampling every 0.1 s; ``tracemalloc`` with a
+first-vs-last snapshot diff; Scalene's CLI. Every measurement runs in a fresh process (this
+script re-invoked with ``--worker TOOL WORKLOAD SECONDS``, answering one JSON line), for a
+fixed wall time. Each tool run is paired with a plain
 run of the same workload, the pair's order alternating, ``--repeats`` times; the slowdown is the
 ratio of the medians of iterations per second taken in this one run (the machines are noisy:
 never compare absolute numbers across runs). Beside it, the same ratio of the process's CPU
@@ -60,7 +63,7 @@ WORKLOADS = {
     "tfdata": "~1 ms tf.data next()",
     "tfdata-leak": "same, py_function keeps 64 KiB per batch",
 }
-TOOLS = ("leakwidget", "memray", "memray-native", "memory_profiler", "tracemalloc", "scalene")
+TOOLS = ("leakwidget", "leakwidget-trace", "memray", "memray-native", "memory_profiler", "tracemalloc", "scalene")
 PACKAGES = ("leakwidget", "tensorflow-cpu", "tensorflow", "memray", "scalene", "memory-profiler",
             "numpy", "psutil")
 
@@ -191,7 +194,7 @@ def measure_scalene_inner(setup, step, seconds: float) -> dict:
     return loop.out(begin_wall=loop.begin + offset)
 
 
-def measure_leakwidget(setup, step, seconds: float) -> dict:
+def measure_leakwidget(setup, step, seconds: float, trace: bool = False) -> dict:
     import leakwidget
     from leakwidget.engine.observer import BaseObserver
 
@@ -207,7 +210,8 @@ def measure_leakwidget(setup, step, seconds: float) -> dict:
 
     obs = FirstConfident()
     begin, cpu = time.perf_counter(), time.process_time()
-    result = leakwidget.watch(step, setup=setup, seconds=seconds, widget=False, observers=[obs])
+    result = leakwidget.watch(step, setup=setup, seconds=seconds, widget=False, observers=[obs],
+                              trace=trace)
     done, cpu = time.perf_counter(), time.process_time() - cpu
     starts, ends = result.column("start"), result.column("end")
     v = result.verdict
@@ -220,10 +224,23 @@ def measure_leakwidget(setup, step, seconds: float) -> dict:
         answer += f" ({v.reason})"
     elif "leak" in at:
         answer += f" (but a confident leak at {at['leak']:.1f} s)"
+    found = v.kind == "leak"
+    if trace:
+        sites = result.attribution.top_sites if result.attribution is not None else []
+        if sites:
+            filename, _, line = sites[0].site.rpartition(":")
+            answer += (f"; top growing site: {_site(filename, int(line))}, "
+                       f"{fmt_bytes(sites[0].bytes_per_iteration, signed=True)}/it")
+            found = _is_leak_site(filename, int(line))
+        else:
+            answer += "; no growing site"
+            found = False
     return {
-        "ips": result.iteration_count / (ends[-1] - starts[0]),
+        # --trace: the whole call per measured iteration, the traced phase after the run included.
+        "ips": result.iteration_count / ((done - begin) if trace else (ends[-1] - starts[0])),
         "iterations": result.iteration_count, "cpu_s": cpu, "answer": answer,
-        "found": v.kind == "leak", "kind": v.kind, "answer_s": at.get(v.kind, done - begin),
+        "found": found, "kind": v.kind,
+        "answer_s": done - begin if trace else at.get(v.kind, done - begin),
         "slope": v.slope,
         "confident_at": at, "summary": v.summary, "stopped": result.stopped,
     }
@@ -309,6 +326,7 @@ def measure_tracemalloc(setup, step, seconds: float) -> dict:
 RUNNERS: dict[str, Callable[..., dict]] = {
     "plain": measure_plain,
     "leakwidget": measure_leakwidget,
+    "leakwidget-trace": lambda setup, step, s: measure_leakwidget(setup, step, s, trace=True),
     "memray": lambda setup, step, s: measure_memray(setup, step, s, native=False),
     "memray-native": lambda setup, step, s: measure_memray(setup, step, s, native=True),
     "memory_profiler": measure_memory_profiler,
@@ -607,10 +625,11 @@ LEGEND = (
     "slowdown: median it/s of the paired plain runs / median it/s of the tool's runs (wall "
     "clock). CPU/it ratio: the same with the process's CPU seconds per iteration, every thread "
     "counted (memory_profiler's sampling process is not), less sensitive to other load. "
-    "flagged: runs in which the tool flagged the leak (leakwidget: verdict \"leak\"; memray, "
-    "tracemalloc: the top site is the leaking line; memory_profiler: memory grew > 1 MiB during "
-    "the loop; Scalene: its leak detector reported a line). answer after: seconds from the start "
-    "of the run (setup included) until the answer was available, post-run analysis included."
+    "flagged: runs in which the tool flagged the leak (leakwidget: verdict \"leak\"; "
+    "leakwidget-trace, memray, tracemalloc: the top site is the leaking line; memory_profiler: "
+    "memory grew > 1 MiB during the loop; Scalene: its leak detector reported a line). answer "
+    "after: seconds from the start of the run (setup included) until the answer was available, "
+    "post-run analysis included."
 )
 
 
