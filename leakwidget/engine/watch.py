@@ -502,13 +502,8 @@ def rehearse_verdict(live: bool = True) -> None:
 
     A verdict's working memory (~2 MiB at LIVE_RECORDS records) is what malloc_trim just gave
     back; taken again by the first live verdicts, it read as a plateau of 1–1.5 MiB on a flat
-    step. Taken here (~25 ms), the live verdicts reuse it.
-
-    np.median imports numpy.ma on its first call: it is imported here with or without live
-    verdicts, or the end-of-run verdict's import would be the newest objects of the run, and
-    named as what keeps a growing type alive."""
-    import numpy.ma  # noqa: F401  (see above)
-
+    step. Taken here (~25 ms), the live verdicts reuse it. (Its first call in a process leaves
+    ~30 small objects; what it imports is imported before the baseline census, below.)"""
     if not live:
         return
     index = np.arange(LIVE_RECORDS)
@@ -525,10 +520,16 @@ def settle_memory(spec: WatchSpec, live_verdict: bool,
     TensorFlow) only when that is at most 1% of the planned run, else the young generations
     (what the setup dropped); then ``census``, the baseline census, which trims the allocator
     after it and says so (else the trim is made here): its temporaries go back to the system
-    with everything else; then a live verdict's memory is taken (rehearse_verdict)."""
+    with everything else; then a live verdict's memory is taken (rehearse_verdict).
+
+    np.median imports numpy.ma on its first call: it is imported before the census, with or
+    without live verdicts, or the end-of-run verdict's import would be the newest objects of
+    the run, and named as what keeps a growing type alive."""
     planned = planned_seconds(spec)
     full = planned is None or sys.getallocatedblocks() * FULL_GC_SECONDS_PER_BLOCK <= 0.01 * planned
     gc.collect() if full else gc.collect(1)
+    import numpy.ma  # noqa: F401  (see above)
+
     if census is None or not census():
         sampler.malloc_trim()
     rehearse_verdict(live_verdict)
