@@ -129,9 +129,10 @@ class Tracker:
 
     def census_after_settling(self) -> None:
         """census=True: the baseline census after everything else before iteration 0, its
-        temporaries kept: the checkpoints during the run reuse that memory. (Trimmed, a
-        400-iteration leak in a process of 300k objects read as a plateau of the checkpoints'
-        own temporaries.)"""
+        temporaries kept: the checkpoints during the run reuse that memory. (Trimmed, the
+        checkpoints fault theirs in afresh; in a large heap a leak can then read as a plateau
+        of their temporaries. Untrimmed, that still happens in a fresh process of 600k objects:
+        census=True's checkpoints move RSS in large heaps either way.)"""
         if self.census is True:
             self._census.take(sys.getallocatedblocks(), self._done)
 
