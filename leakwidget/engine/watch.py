@@ -322,9 +322,9 @@ class Watch:
         """Record the iteration that just ended; False when the watch stopped."""
         try:
             record = self._meter.end(self.index)
-            if self.tracker is not None and self.tracker.native:
-                # memray's tracker (native=True) makes memory of its own resident: the tracker
-                # measures it and takes it out of the RSS recorded, which the verdict reads.
+            if self.tracker is not None and self.tracker.corrects:
+                # memray's tracker (native=True) and census=True's checkpoints keep memory of
+                # their own: the tracker takes it out of the RSS recorded, which the verdict reads.
                 self.tracker.correct(record)
             self.log.append(record)
             self.index += 1
@@ -513,11 +513,9 @@ def rehearse_verdict(live: bool = True) -> None:
 
 
 class BaselineCensus(Protocol):
-    """Who takes the baseline object census (the Tracker), at one of two moments."""
+    """Who takes the baseline object census (the Tracker)."""
 
     def census_before_trim(self) -> bool: ...
-
-    def census_after_settling(self) -> None: ...
 
 
 def settle_memory(spec: WatchSpec, live_verdict: bool, census: BaselineCensus | None = None) -> None:
@@ -525,10 +523,9 @@ def settle_memory(spec: WatchSpec, live_verdict: bool, census: BaselineCensus | 
     run or cell, the pipeline the setup replaced), which a leak would reuse silently, hidden
     from RSS for hundreds of iterations. A full collection (~160 ns per block: 0.2–0.5 s with
     TensorFlow) only when that is at most 1% of the planned run, else the young generations
-    (what the setup dropped); then, by default, the baseline census, which trims the
-    allocator after it (else the trim is made here): its temporaries go back to the system
-    with everything else; then a live verdict's memory is taken (rehearse_verdict); then
-    census=True's baseline census, whose temporaries its checkpoints reuse.
+    (what the setup dropped); then the baseline census (when the Tracker takes one), which
+    trims the allocator after it (else the trim is made here): its temporaries go back to the
+    system with everything else; then a live verdict's memory is taken (rehearse_verdict).
 
     np.median imports numpy.ma on its first call: it is imported before the census, with or
     without live verdicts, or the end-of-run verdict's import would be the newest objects of
@@ -541,8 +538,6 @@ def settle_memory(spec: WatchSpec, live_verdict: bool, census: BaselineCensus | 
     if census is None or not census.census_before_trim():
         sampler.malloc_trim()
     rehearse_verdict(live_verdict)
-    if census is not None:
-        census.census_after_settling()
 
 
 def verdict_of(log: RecordLog, spec: WatchSpec, available: int | None, baseline_rss: int,

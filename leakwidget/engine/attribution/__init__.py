@@ -30,10 +30,10 @@ How it is decided (docs/attribution.md has the details and the ways it can be wr
   had been freed but kept by the allocator: reclaimable, and not the user's code.
 
 The default mode costs almost nothing per iteration (a counter and a comparison). The object
-census is taken twice: after the setup, before iteration 0 (what it leaves with the allocator
-falls in iteration 0, always warm-up), and at the end, after the verdict — never in the middle of
-the RSS series the verdict reads. ``Tracker(census=True)`` adds censuses at iterations 1, 2, 4, 8,
-… within a time budget. ``malloc_trim(0)`` is also called once at the start, so memory freed
+census is taken twice: after the setup, before iteration 0 (the allocator trimmed right after,
+so its temporaries go back to the system), and at the end, after the verdict — never in the
+middle of the RSS series the verdict reads. ``Tracker(census=True)`` adds censuses at iterations
+1, 2, 4, 8, …, each trimmed after, with what they keep taken out of the records' RSS. ``malloc_trim(0)`` is also called once at the start, so memory freed
 before the watch is not credited to it.
 """
 

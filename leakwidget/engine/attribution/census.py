@@ -37,6 +37,7 @@ SMALL_OBJECT = 512  # pymalloc serves requests up to this size; larger ones go t
 _CONTAINER_TYPES = frozenset(
     {list, dict, set, collections.deque, collections.OrderedDict, collections.defaultdict}
 )
+_INT_SIZE = sys.getsizeof(1 << 40)  # a count above the small ints' cache
 _OWN = "leakwidget."  # the watcher's own objects are not the user's growth
 
 
@@ -148,6 +149,13 @@ class _Census:
         pos = np.clip(np.searchsorted(self.every, ids), 0, self.every.size - 1)
         return self.every[pos] == ids
 
+    def footprint(self) -> tuple[int, int]:
+        """(RSS, bytes malloc has handed out) this census's kept data holds: its arrays, the
+        counts' table, and a small int per count (the names are interned: shared, not copied)."""
+        arrays = sum(a.nbytes for a in (self.ids, self.lengths, self.every) if a is not None)
+        table = sys.getsizeof(self.counts)
+        return arrays + table + _INT_SIZE * len(self.counts), arrays + table
+
     def length_of(self, ids: np.ndarray) -> np.ndarray:
         """Lengths of these containers at this census; -1 where one did not exist."""
         if self.ids is None or self.ids.size == 0:
@@ -177,7 +185,7 @@ def _take_census(done: int, every: bool = False) -> _Census:
         # Type objects are used as keys only while counting; names are kept, so the census never
         # keeps a class (or anything else) of the user's alive.
         for t, c in collections.Counter(map(type, objs)).items():
-            k = _type_name(t)
+            k = sys.intern(_type_name(t))
             counts[k] = counts.get(k, 0) + c
         ids, lengths = _container_lengths(objs)
     finally:
@@ -406,7 +414,10 @@ class ObjectCensus:
         self.mode = mode
         self.budget = budget  # quoted when no census could be taken
         self.spent = 0.0  # seconds spent on censuses during the run
-        self.own_rss = 0  # RSS our own censuses left behind during the run
+        self.own_rss = 0  # RSS our censuses freed during the run that the allocator kept
+        # What the checkpoints taken during the run (all but the baseline) keep: (RSS, malloc
+        # in use). census=True takes it out of the records the verdict reads (Tracker.correct).
+        self.held: tuple[int, int] = (0, 0)
         self.next_at = 1  # iterations done at which census=True takes the next checkpoint
         self._checkpoints: list[_Census] = []
         self._cost_per_block = 100e-9  # seconds of census per pymalloc block, before measuring
@@ -424,27 +435,33 @@ class ObjectCensus:
         self._estimate = self._cost_per_block * max(blocks, 1)
         return planned is None or self._estimate <= max(self.budget * planned, CENSUS_ALLOWANCE)
 
-    def take(self, blocks: int, done: int, trim: bool = False) -> None:
-        """A census now, after ``done`` iterations, with ``blocks`` pymalloc blocks allocated;
-        ``trim``: hand what it freed back to the system at once (the baseline, before any
-        iteration: see :func:`~leakwidget.engine.watch.settle_memory`)."""
+    def take(self, blocks: int, done: int) -> None:
+        """A census now, after ``done`` iterations, with ``blocks`` pymalloc blocks allocated.
+
+        Its temporaries (a list of every object, sorted arrays of their ids: megabytes in a
+        large heap) are handed back to the system at once. Left with the allocator, a leak's
+        next iterations would fill them without moving RSS: census=True's checkpoints read a
+        400-iteration leak as a plateau of their own temporaries, in 1 of 2 runs with a
+        300k-object heap. What a census keeps is accounted (``held``), not guessed from RSS."""
         now = time.perf_counter()
         # A census walks every gc object; its cost follows the heap, which the block count the
         # runner already measured tells us before we pay it (refined by each census taken).
         self._estimate = self._cost_per_block * max(blocks, 1)
-        rss0 = rss()
+        rss0, kept0 = rss(), self._kept_rss()
         c = _take_census(done, every=not self._checkpoints)
-        if trim:
-            malloc_trim()
-        # Untrimmed, what the census allocated and freed may stay resident in the allocator; a
-        # trim at the end would hand it back and make it look like the user's allocator retention.
-        self.own_rss += max(0, rss() - rss0)
-        self._cost_per_block = c.cost / max(c.blocks, 1)
         self._checkpoints.append(c)
         if len(self._checkpoints) > MAX_CENSUSES:
             del self._checkpoints[1]
+        malloc_trim()  # the temporaries, and a dropped checkpoint's arrays
+        self.own_rss += max(0, rss() - rss0 - (self._kept_rss() - kept0))
+        later = [cp.footprint() for cp in self._checkpoints[1:]]
+        self.held = (sum(f[0] for f in later), sum(f[1] for f in later))
+        self._cost_per_block = c.cost / max(c.blocks, 1)
         self.spent += time.perf_counter() - now
         self.next_at = 2 * done
+
+    def _kept_rss(self) -> int:
+        return sum(cp.footprint()[0] for cp in self._checkpoints)
 
     def on_iteration(self, record: IterationRecord, done: int) -> None:
         """census=True: a checkpoint after iterations 1, 2, 4, 8, …"""
@@ -526,3 +543,4 @@ class ObjectCensus:
     def clear(self) -> None:
         """Drop the checkpoints once the attribution is made."""
         self._checkpoints = []
+        self.held = (0, 0)

@@ -114,27 +114,19 @@ class Tracker:
 
     def census_before_trim(self) -> bool:
         """After the setup, before iteration 0, right after the collection: the baseline object
-        census by default (when affordable), followed by a trim of the allocator; True when
-        it was taken and trimmed.
+        census (by default when affordable; always with census=True), which trims the
+        allocator after it; True when it was taken.
 
         A census in the middle of a run would put a step into the very RSS series the verdict
-        reads (measured in a kernel: a flat step looked like a 6 KiB/iteration leak), so the
-        others are taken only at the end, after the verdict, unless census=True asks for them.
-        This one's temporaries are handed back at once: left with the allocator, they are what
-        a leak's first iterations would fill without moving RSS."""
-        if self.census is None and self._census.affordable(sys.getallocatedblocks(), self._planned):
-            self._census.take(sys.getallocatedblocks(), self._done, trim=True)
+        reads (measured in a kernel: a flat step looked like a 6 KiB/iteration leak), so by
+        default the others are taken only at the end, after the verdict. census=True asks for
+        them during the run: each hands its temporaries back, and what it keeps is taken out of
+        the records (:meth:`correct`)."""
+        if self.census is True or (
+                self.census is None and self._census.affordable(sys.getallocatedblocks(), self._planned)):
+            self._census.take(sys.getallocatedblocks(), self._done)
             return True
         return False
-
-    def census_after_settling(self) -> None:
-        """census=True: the baseline census after everything else before iteration 0, its
-        temporaries kept: the checkpoints during the run reuse that memory. (Trimmed, the
-        checkpoints fault theirs in afresh; in a large heap a leak can then read as a plateau
-        of their temporaries. Untrimmed, that still happens in a fresh process of 600k objects:
-        census=True's checkpoints move RSS in large heaps either way.)"""
-        if self.census is True:
-            self._census.take(sys.getallocatedblocks(), self._done)
 
     def wrap(self, fn: Callable, code: types.CodeType | None) -> Callable:
         """After the setup: the step to call (traced line by line with lines=True)."""
@@ -185,10 +177,23 @@ class Tracker:
         self._census.clear()
         return att
 
+    @property
+    def corrects(self) -> bool:
+        """Whether the records need :meth:`correct`: the tracker's own memory moves RSS."""
+        return self.native or self.census is True
+
     def correct(self, record: IterationRecord) -> None:
-        """native=True, before the record is logged: take out of its RSS what memray's tracker
-        made resident (the watch calls this only when ``native`` is on)."""
-        self._native.correct(record)
+        """Before the record is logged (the watch calls this when :attr:`corrects`): take out
+        of its RSS what census=True's checkpoints keep, and what memray's tracker made resident
+        (native=True)."""
+        held_rss, held_in_use = self._census.held
+        if held_rss:
+            record.rss -= held_rss
+            record.peak_rss -= held_rss
+            if record.malloc_in_use >= 0:
+                record.malloc_in_use = max(0, record.malloc_in_use - held_in_use)
+        if self.native:
+            self._native.correct(record)
 
     def gpu_series(self) -> np.ndarray:
         """(iteration, current bytes, peak bytes) rows for charting beside RSS."""
