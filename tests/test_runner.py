@@ -85,6 +85,32 @@ def test_malloc_bytes_in_use_are_read_at_checkpoints_and_follow_a_native_leak():
     assert all(rec.malloc_in_use == v for rec, v in zip(r.iterations, in_use, strict=True))
 
 
+@pytest.mark.parametrize("planned", [(400, None), (None, 0.04), (None, None)],
+                         ids=["counted", "timed", "open-ended"])
+def test_costly_checkpoint_readings_reach_the_end_of_the_run(planned):
+    # A block count that costs 200 µs a reading (a large heap) beside 100 µs steps: the 5 ms
+    # allowance buys ~25 readings. Spent at every chance they covered iterations 0-24 of 400,
+    # and a leak starting later could not be seen in the block count.
+    import time
+
+    from leakwidget.engine.checkpoints import Checkpoints
+
+    def costly() -> int:
+        t = time.perf_counter()
+        while time.perf_counter() - t < 2e-4:
+            pass
+        return 1
+
+    cp = Checkpoints(costly, 0.003, 0.005, *planned)
+    read = np.array([i for i in range(400) if cp.read(i * 1e-4, i) >= 0])
+    assert 8 <= read.size <= 60, read
+    assert read[-1] >= 300, read
+    assert (read >= 200).sum() >= (2 if planned == (None, None) else 4), read
+    if planned != (None, None):
+        gaps = np.diff(read)
+        assert gaps.max() <= 3 * np.median(gaps), read  # evenly spread over the count
+
+
 def test_samples_are_taken_at_100_hz_or_more():
     import time
 

@@ -16,6 +16,7 @@ from .checkpoints import Checkpoints
 from .guard import MemoryGuard
 from .records import IterationRecord
 from .sources import MemorySource
+from .spec import WatchSpec
 
 IN_USE_SHARE = 0.003  # of the run's time spent reading malloc's bytes in use, at most
 BLOCKS_SHARE = 0.003  # ... and Python's block count
@@ -29,15 +30,18 @@ class Meter:
     An iteration's peak is the highest of: its RSS at start and end, the sampler's readings
     during it (125 Hz), and the kernel's high-water mark where that rose during it (a new high
     of the process is seen exactly, however short). The mark is only read, never reset, so the
-    process's own record of its peak (``ru_maxrss``) stays true. ``exact_peaks=True`` resets the
+    process's own record of its peak (``ru_maxrss``) stays true. ``spec.exact_peaks`` resets the
     mark at every iteration's start (:class:`PeakMeter`): every iteration's peak is then exact,
     spikes shorter than the sampling interval included, and the process's earlier peak is lost.
     Another process's tree (``source.in_process`` False) is seen only through its RSS: no block
-    count or malloc's bytes in use (-1), peaks from the sampler.
+    count or malloc's bytes in use (-1), peaks from the sampler. The run's iterations
+    and seconds in the spec, where they bound it, spread those two readings evenly over it
+    (:mod:`.checkpoints`).
     """
 
     def __init__(self, series_sampler: sampler.Sampler, guard: MemoryGuard, t0: float,
-                 source: MemorySource, exact_peaks: bool = False) -> None:
+                 source: MemorySource, spec: WatchSpec) -> None:
+        exact_peaks, planned = spec.exact_peaks, (spec.iterations, spec.seconds)
         self._sampler = series_sampler
         self._guard = guard
         self._t0 = t0
@@ -46,8 +50,8 @@ class Meter:
         self._peak = sampler.PeakMeter(resets=exact_peaks) if self._inside else None
         self._exact = self._peak is not None and self._peak.available and exact_peaks
         self._mark = 0  # the high-water mark at the iteration's start (without resets)
-        self._in_use = Checkpoints(sampler.malloc_in_use, share=IN_USE_SHARE, allowance=CHECKPOINT_ALLOWANCE)
-        self._blocks = Checkpoints(sys.getallocatedblocks, share=BLOCKS_SHARE, allowance=CHECKPOINT_ALLOWANCE)
+        self._in_use = Checkpoints(sampler.malloc_in_use, IN_USE_SHARE, CHECKPOINT_ALLOWANCE, *planned)
+        self._blocks = Checkpoints(sys.getallocatedblocks, BLOCKS_SHARE, CHECKPOINT_ALLOWANCE, *planned)
         self._last_blocks: int | None = None
         self._t_start = self._t_end = 0.0
         self._rss0 = 0
@@ -85,8 +89,8 @@ class Meter:
                     self._mark = peak  # a new high, reached during this iteration
                 else:
                     peak = None  # somewhere below the old mark: the sampler's readings tell
-            in_use = self._in_use.read(t_end)
-            blocks = self._blocks.read(t_end)
+            in_use = self._in_use.read(t_end, index)
+            blocks = self._blocks.read(t_end, index)
             if blocks >= 0:
                 delta = blocks - self._last_blocks if self._last_blocks is not None else 0
                 self._last_blocks = blocks

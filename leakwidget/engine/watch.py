@@ -260,7 +260,7 @@ class Watch:
             self._sampler = sampler.Sampler(hz=self.source.hz, read=self.source.rss,
                                             guard=self._guard.check, on_trip=self._guard.trip).start()
             self._t0 = self._sampler.t0  # one clock for samples and iteration records
-            self._meter = Meter(self._sampler, self._guard, self._t0, self.source, self.spec.exact_peaks)
+            self._meter = Meter(self._sampler, self._guard, self._t0, self.source, self.spec)
             if self.observers:
                 self._publisher = Publisher(self.observers, self._sampler.buffer,
                                             lambda: self.stages).start()
