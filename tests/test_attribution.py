@@ -554,11 +554,11 @@ def test_census_checkpoints_in_a_large_heap_leave_the_rss_the_verdict_reads_alon
         del ballast
     rss = r.column("rss")
     if leaks:
-        assert r.verdict.kind == "leak", r.summary()
+        assert r.verdict.kind == "leak", r.summary
         assert f"{__name__}._LEAK_HOME.kept" in [p.root for p in r.attribution.paths], str(r.attribution)
     else:
         assert rss[-1] - rss[0] < 1 << 20, (rss[-1] - rss[0]) / 2**20
-        assert r.verdict.kind not in ("leak", "plateau"), r.summary()
+        assert r.verdict.kind not in ("leak", "plateau"), r.summary
 
 
 def test_the_path_search_stops_at_its_bounds_and_keeps_nothing_alive():
