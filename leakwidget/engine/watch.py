@@ -294,7 +294,7 @@ class Watch:
     def settle(self) -> None:
         """Before the first iteration: hand back memory freed earlier, take the baseline census."""
         if self.source.in_process:
-            settle_memory(self.spec, self.live_verdict, self.tracker)
+            settle_memory(self.spec, self.live_verdict, getattr(self.tracker, "baseline_census", None))
 
     def _stop_on(self, exc: BaseException, iteration: int | None = -1) -> None:
         """The step (or setup) raised: end the run, keeping what it measured."""
@@ -512,20 +512,15 @@ def rehearse_verdict(live: bool = True) -> None:
            peaks=rss + 4096, in_use=np.where(index % 8 == 0, 1 << 24, -1), headroom=1 << 33)
 
 
-class BaselineCensus(Protocol):
-    """Who takes the baseline object census (the Tracker)."""
-
-    def census_before_trim(self) -> bool: ...
-
-
-def settle_memory(spec: WatchSpec, live_verdict: bool, census: BaselineCensus | None = None) -> None:
+def settle_memory(spec: WatchSpec, live_verdict: bool,
+                  census: Callable[[], bool] | None = None) -> None:
     """Before the first iteration, collect and hand back memory freed earlier (an earlier
     run or cell, the pipeline the setup replaced), which a leak would reuse silently, hidden
     from RSS for hundreds of iterations. A full collection (~160 ns per block: 0.2–0.5 s with
     TensorFlow) only when that is at most 1% of the planned run, else the young generations
-    (what the setup dropped); then the baseline census (when the Tracker takes one), which
-    trims the allocator after it (else the trim is made here): its temporaries go back to the
-    system with everything else; then a live verdict's memory is taken (rehearse_verdict).
+    (what the setup dropped); then ``census``, the baseline census, which trims the allocator
+    after it and says so (else the trim is made here): its temporaries go back to the system
+    with everything else; then a live verdict's memory is taken (rehearse_verdict).
 
     np.median imports numpy.ma on its first call: it is imported before the census, with or
     without live verdicts, or the end-of-run verdict's import would be the newest objects of
@@ -535,7 +530,7 @@ def settle_memory(spec: WatchSpec, live_verdict: bool, census: BaselineCensus | 
     gc.collect() if full else gc.collect(1)
     import numpy.ma  # noqa: F401  (see above)
 
-    if census is None or not census.census_before_trim():
+    if census is None or not census():
         sampler.malloc_trim()
     rehearse_verdict(live_verdict)
 

@@ -87,6 +87,7 @@ class Tracker:
         self._warmup: int | None = None
         # What each iteration calls, chosen at the start: in the default mode nothing at all.
         self._hooks: tuple[IterationHook, ...] = ()
+        self.corrects = False  # whether the records need correct(): set by start()
 
     def start(self, spec: WatchSpec, defer_tracing: bool = False) -> None:
         """Before the setup. ``defer_tracing``: the watch can run the step after the measured
@@ -111,8 +112,10 @@ class Tracker:
         if self.native:
             hooks.append(self._native.on_iteration)
         self._hooks = tuple(hooks)
+        # Whether the records need correct(): memory of the tracker's own moves RSS.
+        self.corrects = self.native or self.census is True
 
-    def census_before_trim(self) -> bool:
+    def baseline_census(self) -> bool:
         """After the setup, before iteration 0, right after the collection: the baseline object
         census (by default when affordable; always with census=True), which trims the
         allocator after it; True when it was taken.
@@ -177,13 +180,8 @@ class Tracker:
         self._census.clear()
         return att
 
-    @property
-    def corrects(self) -> bool:
-        """Whether the records need :meth:`correct`: the tracker's own memory moves RSS."""
-        return self.native or self.census is True
-
     def correct(self, record: IterationRecord) -> None:
-        """Before the record is logged (the watch calls this when :attr:`corrects`): take out
+        """Before the record is logged (the watch calls this when ``corrects``): take out
         of its RSS what census=True's checkpoints keep, and what memray's tracker made resident
         (native=True)."""
         held_rss, held_in_use = self._census.held
