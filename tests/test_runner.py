@@ -102,13 +102,57 @@ def test_costly_checkpoint_readings_reach_the_end_of_the_run(planned):
         return 1
 
     cp = Checkpoints(costly, 0.003, 0.005, *planned)
-    read = np.array([i for i in range(400) if cp.read(i * 1e-4, i) >= 0])
+    taken, quiet = [], 0
+    for i in range(400):
+        # The meter skips the call before the due time and index: read() must refuse there.
+        skip = cp.refuses(i * 1e-4, i)
+        value = cp.read(i * 1e-4, i)
+        if skip:
+            assert value == -1, (i, cp.due_t, cp.due_index)
+            quiet += 1
+        if value >= 0:
+            taken.append(i)
+    read = np.array(taken)
+    assert quiet >= 0.8 * (400 - read.size), quiet  # and most refusals are known without the call
     assert 8 <= read.size <= 60, read
     assert read[-1] >= 300, read
     assert (read >= 200).sum() >= (2 if planned == (None, None) else 4), read
     if planned != (None, None):
         gaps = np.diff(read)
         assert gaps.max() <= 3 * np.median(gaps), read  # evenly spread over the count
+
+
+def test_a_checkpoint_skipped_without_its_call_is_one_read_would_have_refused(monkeypatch):
+    # The meter skips read() while Checkpoints.refuses() says so (it inlines the test): over
+    # reading costs, step times, run lengths and the three kinds of run, that must never skip
+    # a reading read() would take. A clock the reads advance makes each case exact.
+    import random
+    import types
+
+    from leakwidget.engine import checkpoints
+
+    clock = [0.0]
+    monkeypatch.setattr(checkpoints, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+    known = refused = 0
+    for case in range(300):
+        rnd = random.Random(case)
+        cost, step = rnd.choice([1e-6, 1e-4, 1e-3, 5e-3]), rnd.choice([1e-5, 1e-3, 1e-2])
+        n = rnd.choice([50, 400, 2000])
+        planned = rnd.choice([(n, None), (None, n * step), (None, None)])
+
+        def read(cost=cost, rnd=rnd) -> int:
+            clock[0] += cost * rnd.uniform(0.5, 3)
+            return 1
+
+        cp = checkpoints.Checkpoints(read, 0.003, 0.005, *planned)
+        clock[0] = rnd.uniform(0, 100)
+        for i in range(n):
+            clock[0] += step * rnd.uniform(0.2, 5)
+            skip = cp.refuses(clock[0], i)
+            value = cp.read(clock[0], i)
+            assert not (skip and value >= 0), (case, i)
+            known, refused = known + skip, refused + (value < 0)
+    assert known >= 0.8 * refused, (known, refused)
 
 
 def test_samples_are_taken_at_100_hz_or_more():

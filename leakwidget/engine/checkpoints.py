@@ -20,6 +20,7 @@ that the readings reach far into a run of any length.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 
@@ -42,6 +43,16 @@ class Checkpoints:
         self._last = 0.0  # seconds from the first reading to the latest one
         self._last_index = 0  # the iteration of the latest reading
         self._readable = True
+        # read() would refuse for sure before ``closed_until``, and before both ``due_t`` and
+        # ``due_index`` (perf_counter times, an iteration): callers on the hot path may skip
+        # the call then and record -1 themselves (see :meth:`refuses`).
+        self.closed_until = self.due_t = -math.inf
+        self.due_index = -1
+
+    def refuses(self, t_end: float, index: int) -> bool:
+        """Whether :meth:`read` would surely return -1 now, known without its arithmetic (the
+        meter inlines this test)."""
+        return t_end < self.closed_until or (t_end < self.due_t and index < self.due_index)
 
     def read(self, t_end: float, index: int) -> int:
         """The value at the end of iteration ``index``, or -1 when the budget does not allow it
@@ -52,6 +63,7 @@ class Checkpoints:
             self._t0 = t_end
             if self._read() is None:  # this first call also loads what it needs: not counted
                 self._readable = False
+                self.due_t = math.inf
                 return -1
         else:
             elapsed = t_end - self._t0
@@ -67,7 +79,36 @@ class Checkpoints:
         # One slow walk must not stop the readings for long: its weight in the estimate is
         # capped at four times the estimate so far.
         self._cost = cost if est is None else 0.8 * est + 0.2 * min(cost, 4 * est)
+        self._set_due()
         return value if value is not None else -1
+
+    def _set_due(self) -> None:
+        """After a reading: when :meth:`read` will refuse the next one for sure (lower bounds;
+        past them, read() decides as it always does).
+
+        A reading is refused while the run's time does not pay for it (before ``paid``) and the
+        allowance's rule does not allow it: never before ``allowed`` (the allowance could not
+        cover what the time has not paid), and in a run of known length not before the even
+        spacing of what the allowance can still pay for. That is at most one reading more than
+        now until ``horizon``, when the time has paid for one more (times in seconds since the
+        first reading)."""
+        cost, share, allowance, now = max(self._cost, 1e-9), self._share, self._allowance, self._last
+        paid = (self._spent + cost) / share
+        allowed = paid - allowance / share
+        horizon = now + cost / share
+        over = self._spent + cost - share * now
+        most = max((allowance - over) / cost + 2, 1.0)  # readings the rule may spread, until then
+        quiet, self.due_index = min(paid, horizon), math.inf
+        if self._iterations is not None:
+            self.due_index = (most * self._last_index + self._iterations) / (most + 1)
+        else:
+            if self._seconds is not None:
+                rule = (most * now + self._seconds) / (most + 1)
+            else:
+                rule = min(paid - allowance / 2 / share, SPACING * now)
+            quiet = min(quiet, max(allowed, rule))
+        self.due_t = self._t0 + quiet
+        self.closed_until = self._t0 + allowed
 
     def _allowance_pays(self, over: float, elapsed: float, index: int) -> bool:
         """Whether the allowance pays for a reading now that would cost ``over`` seconds beyond

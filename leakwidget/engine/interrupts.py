@@ -48,6 +48,11 @@ class Interrupts:
     def enter_step(self) -> None:
         """While the step runs, SIGINT raises KeyboardInterrupt."""
         self.stepping = True
+        self.install()
+
+    def install(self) -> None:
+        """Our handler, once for the run (a loop that calls this first may set ``stepping``
+        itself around each step)."""
         if self._armed and not self._hooked and self._saved is not signal.default_int_handler:
             signal.signal(signal.SIGINT, self._on_sigint)
             self._hooked = True

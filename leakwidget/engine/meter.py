@@ -76,6 +76,11 @@ class Meter:
         self._t_start = time.perf_counter()
 
     def end(self, index: int) -> IterationRecord:
+        return IterationRecord(*self.row(index))
+
+    def row(self, index: int) -> tuple[int | float, ...]:
+        """:meth:`end`'s values in the record's field order, without building the record (the
+        watch's own loop logs them straight into its table)."""
         t_end = time.perf_counter()
         rss1 = self._source.rss()
         self._sampler.offer(t_end - self._t0, rss1)
@@ -89,8 +94,14 @@ class Meter:
                     self._mark = peak  # a new high, reached during this iteration
                 else:
                     peak = None  # somewhere below the old mark: the sampler's readings tell
-            in_use = self._in_use.read(t_end, index)
-            blocks = self._blocks.read(t_end, index)
+            # Most iterations are before both checkpoints' next due time and index: no call.
+            # (Checkpoints.refuses, written out.)
+            cp = self._in_use
+            if t_end >= cp.closed_until and (t_end >= cp.due_t or index >= cp.due_index):
+                in_use = cp.read(t_end, index)
+            cp = self._blocks
+            if t_end >= cp.closed_until and (t_end >= cp.due_t or index >= cp.due_index):
+                blocks = cp.read(t_end, index)
             if blocks >= 0:
                 delta = blocks - self._last_blocks if self._last_blocks is not None else 0
                 self._last_blocks = blocks
@@ -99,8 +110,8 @@ class Meter:
         peak = max(peak, rss1, self._rss0)
         if peak - self._rss0 > self._guard.max_rise:
             self._guard.max_rise = peak - self._rss0
-        return IterationRecord(index, self._t_start - self._t0, t_end - self._t0, rss1, peak,
-                               t_end - self._t_start, blocks, delta, in_use)
+        return (index, self._t_start - self._t0, t_end - self._t0, rss1, peak,
+                t_end - self._t_start, blocks, delta, in_use)
 
     def close(self) -> None:
         if self._peak is not None:

@@ -205,27 +205,7 @@ class Watch:
         try:
             step = self._run_setup()
             self._loop_t0 = time.perf_counter()
-            # Between two steps: the watch's cost on every iteration (see docs/benchmarks.md).
-            meter, guard, interrupts = self._meter, self._guard, self._interrupts
-            while self.stopped is None and self._within_budget():
-                # Nothing ran since the last iteration ended: its end RSS is this one's start.
-                meter.begin(straight_on=True)
-                try:
-                    guard.enter_step()
-                    interrupts.enter_step()
-                    try:
-                        returned = step()
-                    finally:
-                        interrupts.leave_step()
-                        guard.leave_step()
-                    if self.index == 0:
-                        _refuse_unrun_body(returned)
-                except BaseException as exc:
-                    self._stop_on(exc)
-                    break
-                if not self._record():
-                    break
-                await pause()
+            await _measured_loop(self, step, pause)
             if (self.tracker is not None and self.tracker.defers_tracing
                     and self.stopped in ("iterations", "seconds", "confident")):
                 if (failed := await traced_phase(self, step, pause)) is not None:
@@ -328,7 +308,7 @@ class Watch:
                 self.tracker.correct(record)
             self.log.append(record)
             self.index += 1
-            if self.tracker is not None:
+            if self.tracker is not None and self.tracker.hooked:
                 self.tracker.on_iteration(record)
             for ob in self.observers:
                 ob.on_iteration(record)
@@ -418,6 +398,59 @@ class Watch:
             except Exception as exc:  # an observer must not lose the result
                 result.stage_notes.append(f"{type(ob).__name__} failed: {exc!r}")
         return result
+
+
+async def _measured_loop(watch: Watch, step: Callable[[], object], pause: Pause) -> None:
+    """run_async's loop. What runs between two steps is what the user pays on every iteration
+    (docs/benchmarks.md, the bookkeeping), and right after a step every call runs cold: so it
+    is written out here in one piece, with fewer calls than the begin/end_iteration path takes.
+    By default (no observers, no tracker hooks, no correction) the meter's readings go straight
+    into the log's table, without a record object; anything that follows the iterations gets
+    the same records through ``Watch._record``."""
+    meter, guard, interrupts, log, budget = (watch._meter, watch._guard, watch._interrupts,
+                                             watch.log, watch._budget)
+    tracker = watch.tracker
+    direct = not watch.observers and (tracker is None or not (tracker.hooked or tracker.corrects))
+    live, t0, loop_t0, clock = watch.live_verdict, watch._t0, watch._loop_t0, time.perf_counter
+    interrupts.install()
+    i = watch.index
+    while watch.stopped is None:  # a failed setup has stopped it already
+        reason = watch._stop_request or budget.reason(i, clock() - loop_t0, meter.last_rss)
+        if reason is not None:
+            watch.stopped = reason
+            return
+        # Nothing ran since the last iteration ended: its end RSS is this one's start.
+        meter.begin(straight_on=True)
+        try:
+            guard.enter_step()
+            interrupts.stepping = True
+            try:
+                returned = step()
+            finally:
+                interrupts.stepping = False
+                guard.leave_step()
+            if i == 0:
+                _refuse_unrun_body(returned)
+        except BaseException as exc:
+            watch._stop_on(exc)
+            return
+        if not direct:
+            if not watch._record():
+                return
+        else:
+            try:
+                row = meter.row(i)
+                log.append_row(row)
+                watch.index = i = i + 1
+                if live and row[2] + t0 >= watch._next_verdict_t:
+                    watch._update_verdict(row[2] + t0)
+            except BaseException as exc:
+                watch._stop_on(exc)
+                return
+            if watch.stopped is not None:
+                return
+        i = watch.index
+        await pause()
 
 
 def _stop_reason(exc: BaseException) -> StopReason:

@@ -88,6 +88,7 @@ class Tracker:
         # What each iteration calls, chosen at the start: in the default mode nothing at all.
         self._hooks: tuple[IterationHook, ...] = ()
         self.corrects = False  # whether the records need correct(): set by start()
+        self.hooked = False  # whether on_iteration() does anything: set by start()
 
     def start(self, spec: WatchSpec, defer_tracing: bool = False) -> None:
         """Before the setup. ``defer_tracing``: the watch can run the step after the measured
@@ -112,6 +113,7 @@ class Tracker:
         if self.native:
             hooks.append(self._native.on_iteration)
         self._hooks = tuple(hooks)
+        self.hooked = bool(hooks)
         # Whether the records need correct(): memory of the tracker's own moves RSS.
         self.corrects = self.native or self.census is True
 
@@ -164,12 +166,14 @@ class Tracker:
         self._tracing.end_phase(exc)
 
     def on_iteration(self, record: IterationRecord) -> None:
+        """After each iteration, when ``hooked`` (the watch's loop skips the call otherwise)."""
         self._done += 1
         for hook in self._hooks:
             hook(record, self._done)
 
     def finish(self, verdict: Verdict, log: RecordLog) -> Attribution:
         """After the final verdict: what grew."""
+        self._done = log.total  # on_iteration counts only when hooked
         t0 = time.perf_counter()
         try:
             att = attribute(self._evidence(verdict, log))
