@@ -412,6 +412,7 @@ async def _measured_loop(watch: Watch, step: Callable[[], object], pause: Pause)
     tracker = watch.tracker
     direct = not watch.observers and (tracker is None or not (tracker.hooked or tracker.corrects))
     live, t0, loop_t0, clock = watch.live_verdict, watch._t0, watch._loop_t0, time.perf_counter
+    pauses = pause is not NO_PAUSE  # awaiting the no-op costs a coroutine per iteration
     interrupts.install()
     i = watch.index
     while watch.stopped is None:  # a failed setup has stopped it already
@@ -450,7 +451,8 @@ async def _measured_loop(watch: Watch, step: Callable[[], object], pause: Pause)
             if watch.stopped is not None:
                 return
         i = watch.index
-        await pause()
+        if pauses:
+            await pause()
 
 
 def _stop_reason(exc: BaseException) -> StopReason:
