@@ -40,8 +40,8 @@ _DTYPE = np.dtype([(name, np.float64 if name in ("start", "end", "duration") els
 class RecordLog:
     """Per-iteration records in one fixed, pre-touched numpy table (a row per iteration).
 
-    Pre-touched so the watcher's own memory does not grow while it measures; one row written
-    per iteration (a fraction of a microsecond). When full, every other row is dropped and from
+    Pre-touched so the watcher's own memory does not grow while it measures; rows are written
+    PENDING at a time (see ``_pending``), before anything reads them. When full, every other row is dropped and from
     then on only every ``stride``-th iteration is kept, so any run length fits and the rows stay
     evenly spaced in iterations: the verdict reads jumps between rows as jumps in memory, and a
     history thinned more than the recent past would look like a long warm-up. The newest
