@@ -478,3 +478,35 @@ def test_seconds_count_from_the_first_iteration_not_from_a_slow_setup():
     assert r.stopped == "seconds"
     assert r.iteration_count >= 30, r.iteration_count
     assert r.elapsed >= 2.4  # the result's elapsed still tells the whole story, setup included
+
+
+def test_the_record_log_loses_no_row_when_another_thread_reads_it_while_rows_arrive():
+    # An isolated run's rows arrive on the hub's thread while a view that starts following
+    # reads the log on the kernel's: rows wait in a list before they are written, and both
+    # threads may write them. Every row must land once, in order; and the log still pickles
+    # (a worker sends its result so).
+    import pickle
+    import threading
+
+    from leakwidget.engine.records import IterationRecord, RecordLog
+
+    log = RecordLog(capacity=100_000)
+    n, done = 50_000, threading.Event()
+
+    def reader() -> None:
+        while not done.is_set():
+            log.column("index")
+
+    t = threading.Thread(target=reader)
+    t.start()
+    try:
+        for i in range(n):
+            log.append(IterationRecord(i, 0.0, 0.0, i, i, 0.0, -1, 0))
+    finally:
+        done.set()
+        t.join()
+    index = log.column("index")
+    assert log.total == n and index.size == n
+    assert np.array_equal(index, np.arange(n))
+    copy = pickle.loads(pickle.dumps(log))
+    assert np.array_equal(copy.column("rss"), np.arange(n)) and copy.total == n

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,6 +65,9 @@ class RecordLog:
         # when NumPy's code is out of the caches, cost 6-10 µs of the watch's bookkeeping; a
         # list append costs under 1 µs (docs/benchmarks.md).
         self._pending: list[tuple[int | float, ...]] = []
+        # A reader in another thread (a view that starts following an isolated run) may flush
+        # while rows arrive: flushes take turns, and an append during one is kept for the next.
+        self._flushing = threading.Lock()
         self._n = 0
         self._written = 0  # iterations written into the table
         self.stride = 1
@@ -78,7 +82,19 @@ class RecordLog:
     @property
     def total(self) -> int:
         """Iterations appended, including those thinned out."""
-        return self._written + len(self._pending)
+        with self._flushing:
+            return self._written + len(self._pending)
+
+    def __getstate__(self) -> dict:
+        """A result travels from a worker pickled: its rows written, without the lock."""
+        self.flush()
+        state = self.__dict__.copy()
+        del state["_flushing"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._flushing = threading.Lock()
 
     def append(self, record: IterationRecord) -> None:
         self.append_row(record.values())
@@ -92,16 +108,19 @@ class RecordLog:
 
     def flush(self) -> None:
         """Write the waiting rows into the table (every reader does this first)."""
-        for row in self._pending:
-            if self._provisional:  # replaced by the newer one
-                self._n -= 1
-            if self._n == self.capacity:
-                self._thin()
-            self._rows[self._n] = row
-            self._n += 1
-            self._provisional = self._written % self.stride != 0
-            self._written += 1
-        self._pending.clear()
+        with self._flushing:
+            pending = self._pending
+            k = len(pending)
+            for row in pending[:k]:
+                if self._provisional:  # replaced by the newer one
+                    self._n -= 1
+                if self._n == self.capacity:
+                    self._thin()
+                self._rows[self._n] = row
+                self._n += 1
+                self._provisional = self._written % self.stride != 0
+                self._written += 1
+            del pending[:k]  # rows appended meanwhile stay
 
     def _thin(self) -> None:
         k = (self._n + 1) // 2
