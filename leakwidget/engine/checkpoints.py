@@ -63,7 +63,7 @@ class Checkpoints:
             self._t0 = t_end
             if self._read() is None:  # this first call also loads what it needs: not counted
                 self._readable = False
-                self.due_t = math.inf
+                self.closed_until = math.inf  # never again: callers may skip every call
                 return -1
         else:
             elapsed = t_end - self._t0
