@@ -243,3 +243,27 @@ def test_run_again_of_an_isolated_watch_runs_in_a_fresh_worker_again() -> None:
     assert len(d.series) == 2 and again.iteration_count == 20, str(again)
     # Only a worker started with the variable has it: this process does not.
     assert again.environment["allocator_variables"].get("MALLOC_ARENA_MAX") == "2"
+
+
+def test_the_best_variant_is_not_chosen_by_one_reading_at_the_end() -> None:
+    # One run leaks 1 MiB an iteration; the other is flat but holds a 96 MiB batch at its last
+    # iteration only. Two single readings (the end and the 10% mark) called the flat one the
+    # larger growth, and the leak the best.
+    import numpy as np
+
+    held: list = []
+
+    def leaking() -> None:
+        held.append(np.ones(MiB // 8))
+
+    def flat_then_spike(state: dict) -> None:
+        state["i"] += 1
+        if state["i"] == 60:
+            state["batch"] = np.ones(96 * MiB // 8)
+
+    leak = leakwidget.watch(leaking, iterations=60, widget=False)
+    flat = leakwidget.watch(flat_then_spike, setup=lambda: {"i": 0}, iterations=60, widget=False)
+    result = CompareResult([Variant("leaking"), Variant("flat")], [leak, flat])
+    assert result.growth("leaking") > 40 * MiB, str(result)
+    assert abs(result.growth("flat")) < 8 * MiB, str(result)
+    assert result.best == "flat", str(result)

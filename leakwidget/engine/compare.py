@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from .hub import Hub
 from .isolate import IsolatedRun, allocator_library, drive
 from .kinds import ALLOCATORS, Allocator
@@ -91,11 +93,14 @@ class CompareResult:
     def growth(self, name: str) -> int | None:
         """RSS growth over the last 90% of the run's iterations, in bytes (None: no iteration
         ended). Buffers that fill in the first iterations (a shuffle buffer fills in the first)
-        grow every variant alike: they are not what differs."""
+        grow every variant alike: they are not what differs. Each end is the median of a
+        twentieth of the run's rows: a single reading at either end (a batch held at the last
+        iteration, a busy moment of the machine) must not choose the best variant."""
         rss = self[name].column("rss")
         if not rss.size:
             return None
-        return int(rss[-1]) - int(rss[rss.size // 10])
+        w, start = max(1, rss.size // 20), rss.size // 10
+        return int(np.median(rss[-w:])) - int(np.median(rss[start:start + w]))
 
     @property
     def best(self) -> str | None:
