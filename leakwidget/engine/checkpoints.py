@@ -92,7 +92,8 @@ class Checkpoints:
         spacing of what the allowance can still pay for. That is at most one reading more than
         now until ``horizon``, when the time has paid for one more (times in seconds since the
         first reading)."""
-        cost, share, allowance, now = max(self._cost, 1e-9), self._share, self._allowance, self._last
+        cost, share, allowance = max(self._cost, 1e-9), self._share, self._allowance
+        now = self._last
         paid = (self._spent + cost) / share
         allowed = paid - allowance / share
         horizon = now + cost / share

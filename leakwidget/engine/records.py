@@ -41,14 +41,14 @@ _DTYPE = np.dtype([(name, np.float64 if name in ("start", "end", "duration") els
 class RecordLog:
     """Per-iteration records in one fixed, pre-touched numpy table (a row per iteration).
 
-    Pre-touched so the watcher's own memory does not grow while it measures; rows are written
-    PENDING at a time (see ``_pending``), before anything reads them. When full, every other row is dropped and from
-    then on only every ``stride``-th iteration is kept, so any run length fits and the rows stay
-    evenly spaced in iterations: the verdict reads jumps between rows as jumps in memory, and a
-    history thinned more than the recent past would look like a long warm-up. The newest
-    iteration is always the last row (provisionally, until the next one replaces it). Kept rows
-    are samples, each its own iteration's values: a row's ``peak_rss`` minus its ``rss`` stays
-    what one iteration allocated and freed (the verdict reads it so).
+    Pre-touched so the watcher's own memory does not grow while it measures; rows are written up
+    to PENDING at a time (see ``_pending``), before anything reads them. When full, every other
+    row is dropped and from then on only every ``stride``-th iteration is kept, so any run
+    length fits and the rows stay evenly spaced in iterations: the verdict reads jumps between
+    rows as jumps in memory, and a history thinned more than the recent past would look like a
+    long warm-up. The newest iteration is always the last row (provisionally, until the next one
+    replaces it). Kept rows are samples, each its own iteration's values: a row's ``peak_rss``
+    minus its ``rss`` stays what one iteration allocated and freed (the verdict reads it so).
     """
 
     def __init__(self, capacity: int = RECORD_CAPACITY) -> None:

@@ -405,8 +405,8 @@ async def _measured_loop(watch: Watch, step: Callable[[], object], pause: Pause)
     (docs/benchmarks.md, the bookkeeping), and right after a step every call runs cold: so it
     is written out here in one piece, with fewer calls than the begin/end_iteration path takes.
     By default (no observers, no tracker hooks, no correction) the meter's readings go straight
-    into the log's table, without a record object; anything that follows the iterations gets
-    the same records through ``Watch._record``."""
+    into the log, without a record object; anything that follows the iterations gets the same
+    records through ``Watch._record``."""
     meter, guard, interrupts, log, budget = (watch._meter, watch._guard, watch._interrupts,
                                              watch.log, watch._budget)
     tracker = watch.tracker
