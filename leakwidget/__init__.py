@@ -23,14 +23,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from . import report  # registers the static chart of a result (numpy only)
 from .engine.bisect import bisect
-from .engine.compare import compare
-from .engine.isolate import run_watch
 from .engine.kinds import Allocator
 from .engine.observer import Observer
 from .engine.result import WatchResult
 from .engine.spec import WatchSpec
 from .engine.units import format_bytes, parse_size
 from .engine.watch import NO_PAUSE, run_sync
+from .engine.workers.compare import compare
+from .engine.workers.isolate import run_watch
 from .marks import mark  # for `leakwidget run`: one iteration per mark (stdlib only)
 from .stages.user import stage
 

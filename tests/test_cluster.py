@@ -22,10 +22,10 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 import leakwidget
-from leakwidget.engine import cluster
 from leakwidget.engine.observer import BaseObserver
 from leakwidget.engine.search import Bisector
 from leakwidget.engine.verdict import Verdict
+from leakwidget.engine.workers import cluster
 from leakwidget.stages import Stage
 
 distributed = pytest.importorskip("distributed")

@@ -23,11 +23,16 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 import leakwidget
-from leakwidget.engine import isolate
-from leakwidget.engine.isolate import IsolationError, WorkerDied, _how_it_ended, run_isolated
 from leakwidget.engine.observer import BaseObserver
 from leakwidget.engine.spec import WatchSpec
 from leakwidget.engine.watch import NO_PAUSE, YieldToLoop, run_sync
+from leakwidget.engine.workers import isolate
+from leakwidget.engine.workers.isolate import (
+    IsolationError,
+    WorkerDied,
+    _how_it_ended,
+    run_isolated,
+)
 
 MiB = 1024 * 1024
 KEEP: list = []  # a step that leaks here must leak in the worker, not in this process

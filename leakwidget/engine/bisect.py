@@ -20,7 +20,6 @@ import numpy as np
 
 from .attribution import Tracker
 from .observer import BaseObserver, Observer, RunControl
-from .parallel import Prepared, run_configurations
 from .records import IterationRecord, RecordLog
 from .result import WatchResult
 from .search import DEFAULT_SLOPE_RATIO, MIN_PLATEAU, Bisector, BisectResult, Configuration
@@ -28,6 +27,7 @@ from .spec import WatchSpec
 from .units import parse_size
 from .verdict import MIN_POINTS, Verdict, trend
 from .watch import NO_PAUSE, Pause, Watch, run_sync
+from .workers.parallel import Prepared, run_configurations
 
 __all__ = ["ConfigGuard", "bisect", "run_bisection"]
 

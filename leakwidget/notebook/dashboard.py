@@ -31,13 +31,13 @@ import ipywidgets as widgets
 import numpy as np
 from IPython import get_ipython
 
-from ..engine.compare import CompareResult
 from ..engine.observer import BaseObserver, RunControl, view_interval
 from ..engine.records import IterationRecord
 from ..engine.result import WatchResult
 from ..engine.search import BisectResult
 from ..engine.spec import WatchSpec
 from ..engine.verdict import Verdict
+from ..engine.workers.compare import CompareResult
 from ..report.svg import result_mimebundle
 from ..stages import Stage, StageState
 from . import delivery

@@ -39,15 +39,15 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 
 from ..engine.arguments import non_negative_int, positive_float, positive_int, size
 from ..engine.bisect import run_bisection
-from ..engine.cluster import ClusterError, connect
-from ..engine.compare import CompareResult, run_compare
-from ..engine.isolate import IsolationError, run_watch
 from ..engine.kinds import ALLOCATORS
 from ..engine.observer import Observer
 from ..engine.result import WatchResult
 from ..engine.search import BisectResult
 from ..engine.spec import WatchSpec
 from ..engine.watch import NO_PAUSE, Pause, WatchAlreadyRunning, YieldToLoop, run_sync
+from ..engine.workers.cluster import ClusterError, connect
+from ..engine.workers.compare import CompareResult, run_compare
+from ..engine.workers.isolate import IsolationError, run_watch
 from ..stages import parse_ids
 from . import delivery
 from .progress import ProgressLine

@@ -15,13 +15,13 @@ from typing import Any, Protocol
 import ipywidgets as widgets
 
 from ..engine.bisect import run_bisection
-from ..engine.compare import CompareResult, run_compare
 from ..engine.explain import native_spec
-from ..engine.isolate import run_watch
 from ..engine.observer import Observer, RunControl
 from ..engine.search import BisectResult, Configuration
 from ..engine.spec import WatchSpec
 from ..engine.watch import Watch, YieldToLoop
+from ..engine.workers.compare import CompareResult, run_compare
+from ..engine.workers.isolate import run_watch
 from .banner import note_html
 from .strip import PipelineStrip
 

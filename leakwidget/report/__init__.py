@@ -7,8 +7,8 @@ Importing this package registers the chart as the ``image/svg+xml`` part of ever
 
 from __future__ import annotations
 
-from ..engine import compare as _compare
 from ..engine import result as _result
+from ..engine.workers import compare as _compare
 from .compare import render_compare_svg
 from .html import render_result_html
 from .svg import render_svg

@@ -11,8 +11,8 @@ from html import escape
 
 import numpy as np
 
-from ..engine.compare import CompareResult
 from ..engine.units import format_bytes
+from ..engine.workers.compare import CompareResult
 from .decimate import minmax
 from .svg import KIND_COLOURS, MIB, PALETTE, _fmt, _nice_ticks
 

@@ -16,16 +16,16 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..interrupts import Interrupts
+from ..observer import Observer, RunControl
+from ..result import WatchResult
+from ..search import Bisector, Configuration
+from ..spec import WatchSpec
+from ..watch import Pause, YieldToLoop
 from .cluster import DaskRun, cluster_threads
 from .hub import Hub
-from .interrupts import Interrupts
 from .isolate import IsolatedRun, collect_after_interrupt
-from .observer import Observer, RunControl
-from .result import WatchResult
-from .search import Bisector, Configuration
 from .sequence import OneAtATime
-from .spec import WatchSpec
-from .watch import Pause, YieldToLoop
 
 # What a configuration runs with: its spec, its guard (an observer that stops it once its answer
 # is clear), and whether its growth is attributed (the baseline's is).

@@ -18,13 +18,13 @@ from typing import Protocol
 
 import numpy as np
 
-from ..stages import Stage
-from .kinds import StopReason
-from .observer import BaseObserver, Observer, RunControl
-from .records import IterationRecord
-from .result import WatchResult
-from .spec import WatchSpec
-from .verdict import Verdict
+from ...stages import Stage
+from ..kinds import StopReason
+from ..observer import BaseObserver, Observer, RunControl
+from ..records import IterationRecord
+from ..result import WatchResult
+from ..spec import WatchSpec
+from ..verdict import Verdict
 
 
 class Replayable(RunControl, Protocol):

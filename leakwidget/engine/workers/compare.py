@@ -21,16 +21,16 @@ from typing import Any
 
 import numpy as np
 
+from ..kinds import ALLOCATORS, Allocator
+from ..observer import Observer
+from ..result import WatchResult
+from ..spec import WatchSpec
+from ..units import format_bytes, parse_size
+from ..watch import NO_PAUSE, Pause, YieldToLoop, run_sync
 from .hub import Hub
 from .isolate import IsolatedRun, allocator_library, drive
-from .kinds import ALLOCATORS, Allocator
-from .observer import Observer
 from .parallel import free_cores
-from .result import WatchResult
 from .sequence import OneAtATime
-from .spec import WatchSpec
-from .units import format_bytes, parse_size
-from .watch import NO_PAUSE, Pause, YieldToLoop, run_sync
 
 __all__ = ["DEFAULT_VARIANTS", "CompareResult", "Variant", "compare", "run_compare"]
 

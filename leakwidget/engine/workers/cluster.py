@@ -23,15 +23,15 @@ from typing import Any
 import cloudpickle
 import numpy as np
 
-from .attribution import Tracker
+from ..attribution import Tracker
+from ..kinds import StopReason
+from ..observer import BaseObserver, Observer, RunControl
+from ..records import IterationRecord
+from ..result import WatchResult
+from ..spec import WatchSpec
+from ..verdict import Verdict
+from ..watch import Watch
 from .hub import Hub
-from .kinds import StopReason
-from .observer import BaseObserver, Observer, RunControl
-from .records import IterationRecord
-from .result import WatchResult
-from .spec import WatchSpec
-from .verdict import Verdict
-from .watch import Watch
 
 __all__ = ["ClusterError", "DaskRun", "connect", "run_task"]
 
