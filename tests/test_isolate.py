@@ -376,6 +376,20 @@ def test_the_magic_ships_the_cell_and_the_names_it_uses(shell: InteractiveShell)
     assert shell.user_ns["kept"] == [], "the cell ran in the notebook"
 
 
+def test_a_shipped_cell_unpickles_in_a_worker_without_the_notebook_machinery() -> None:
+    # What the worker measures is its own memory: unpickling the cell must not load IPython.
+    import cloudpickle
+
+    from leakwidget.notebook.cell import CellCode
+
+    cell = CellCode(compile("x = 1", "<cell>", "exec"), namespace={"y": 2})
+    probe = ("import pickle, sys; cell = pickle.loads(sys.stdin.buffer.read()); cell.step(); "
+             "print(cell.namespace['x'], [m for m in ('IPython', 'ipywidgets', 'anywidget') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", probe], input=cloudpickle.dumps(cell),
+                         capture_output=True, timeout=60, check=True)
+    assert out.stdout.decode().split() == ["1", "[]"], out.stderr.decode()
+
+
 def test_the_magic_names_what_cannot_travel(shell: InteractiveShell) -> None:
     shell.run_cell("batches = (i for i in range(10**6))")
     with pytest.raises(UsageError, match=r"'batches' \(generator\) cannot travel.*setup statement"):
