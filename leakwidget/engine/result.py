@@ -104,9 +104,10 @@ class WatchResult:
             "stage_notes": list(self.stage_notes),
             "attribution": att.to_dict() if att is not None else None,
             "device": self.device.to_dict() if self.device is not None else None,
-            "config": {"off": list(self.spec.off), "serial": list(self.spec.serial), "label": self.spec.label,
-                       "iterations": self.spec.iterations, "seconds": _finite(self.spec.seconds),
-                       "warmup": self.spec.warmup, "max_rss": self.spec.max_rss},
+            "config": {"off": list(self.spec.toggles.off), "serial": list(self.spec.toggles.serial),
+                       "label": self.spec.label, "iterations": self.spec.iterations,
+                       "seconds": _finite(self.spec.seconds), "warmup": self.spec.warmup,
+                       "max_rss": self.spec.max_rss},
             "elapsed": self.elapsed,
             "baseline_rss": self.baseline_rss,
             "children": [{"pid": c.pid, "cmdline": c.cmdline, "verdict": c.verdict.to_dict()}

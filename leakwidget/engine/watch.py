@@ -228,7 +228,7 @@ class Watch:
                                       interrupt=inside)
             self._budget = Budget(self.spec, self._guard)
             if inside:
-                self._session = session(off=self.spec.off, serial=self.spec.serial)
+                self._session = session(toggles=self.spec.toggles)
                 self._session.__enter__()
                 # The sampler thread needs the GIL 125 times a second; a pure-Python step holds
                 # it for up to the switch interval (5 ms) each time. 1 ms keeps sampling on time.

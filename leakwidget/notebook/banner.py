@@ -183,7 +183,7 @@ def _slope_with(configs: Sequence[Configuration], culprits: set[str], on: bool) 
     for c in configs:
         if c.verdict is None or c.error:
             continue
-        off = set(c.off) | set(c.serial)
+        off = set(c.toggles.off) | set(c.toggles.serial)
         if on and not (off & culprits) or not on and culprits <= off:
             return c.slope
     return None

@@ -39,7 +39,7 @@ from ..engine.spec import WatchSpec
 from ..engine.verdict import Verdict
 from ..engine.workers.compare import CompareResult
 from ..report.svg import result_mimebundle
-from ..stages import Stage, StageState
+from ..stages import AS_WRITTEN, Stage
 from . import delivery
 from .banner import (
     Banner,
@@ -315,15 +315,8 @@ class Dashboard(widgets.VBox, BaseObserver):
         """The spec of the last run with the strip's on/serial/off wishes applied."""
         if self.spec is None:
             raise RuntimeError("no watch has run in this dashboard yet")
-        spec = self.spec
-        states = self.strip.effective_states()
-        ids_and_kinds = set(states) | {s["kind"] for s in self.strip.stages}
-        off = [e for e in spec.off if e not in ids_and_kinds]
-        serial = [e for e in spec.serial if e not in ids_and_kinds]
-        off += [sid for sid, st in states.items() if st == "off"]
-        serial += [sid for sid, st in states.items() if st == "serial"]
-        toggled = dataclasses.replace(spec, off=tuple(off), serial=tuple(serial), label="")
-        return dataclasses.replace(toggled, label=f"run {self._runs + 1}: {toggled.toggles}")
+        toggles = self.spec.toggles.updated(self.strip.toggles())
+        return dataclasses.replace(self.spec, toggles=toggles, label=f"run {self._runs + 1}: {toggles}")
 
     def show_bisect(self, result: BisectResult, restore: WatchSpec | None = None) -> None:
         """The bisection's answer as the headline, its culprits marked in the strip, and the strip
@@ -334,10 +327,10 @@ class Dashboard(widgets.VBox, BaseObserver):
         """
         with self._lock:
             base = restore if restore is not None else (
-                dataclasses.replace(self.spec, off=(), serial=(), label="") if self.spec is not None else None)
+                dataclasses.replace(self.spec, toggles=AS_WRITTEN, label="") if self.spec is not None else None)
             if base is not None:
                 self.spec = base
-                self._stages = [dataclasses.replace(s, state=_state_in(s, base)) for s in self._stages]
+                self._stages = [dataclasses.replace(s, state=base.toggles.state_for(s)) for s in self._stages]
                 self.strip.show(self._stages)
                 self.strip.states = {}
             self.strip.culprits = [c.id for c in result.culprits]
@@ -362,15 +355,6 @@ class Dashboard(widgets.VBox, BaseObserver):
 def _offer(button: widgets.Button, offered: bool) -> None:
     button.layout.display = None if offered else "none"
     button.disabled = not offered
-
-
-def _state_in(stage: Stage, spec: WatchSpec) -> StageState:
-    """The state ``spec`` gives ``stage`` (its id or its kind listed as off or serial)."""
-    if stage.id in spec.off or stage.kind in spec.off:
-        return "off"
-    if stage.id in spec.serial or stage.kind in spec.serial:
-        return "serial"
-    return "on"
 
 
 def report_text(banner: Banner, *, lines: int | None = None) -> str:

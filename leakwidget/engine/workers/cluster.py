@@ -18,6 +18,7 @@ import pickle
 import threading
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import cloudpickle
@@ -25,13 +26,14 @@ import numpy as np
 
 from ..attribution import Tracker
 from ..kinds import StopReason
-from ..observer import BaseObserver, Observer, RunControl
+from ..observer import BaseObserver, Guard, Observer, RunControl
 from ..records import IterationRecord
 from ..result import WatchResult
 from ..spec import WatchSpec
 from ..verdict import Verdict
 from ..watch import Watch
 from .hub import Hub
+from .worker import Job
 
 __all__ = ["ClusterError", "DaskRun", "connect", "run_task"]
 
@@ -95,13 +97,23 @@ class _StopWhenSet(BaseObserver):
         self._done.set()
 
 
+@dataclass
+class Task:
+    """One configuration as a Dask task: the watch as a worker process gets it, and its guard,
+    which runs beside it in the Dask worker."""
+
+    job: Job
+    guard: Guard
+
+
 def run_task(payload: bytes, event_name: str) -> bytes:
     """One configuration, in a Dask worker process: (result, guard's malloc slope), pickled."""
-    spec, guard, attribute, census = pickle.loads(payload)
+    task: Task = pickle.loads(payload)
+    job, guard = task.job, task.guard
     with _ONE_AT_A_TIME:
-        tracker: Tracker | bool = (Tracker(trace=spec.trace, lines=spec.lines, census=census)
-                                   if attribute else False)
-        result = Watch(spec, [guard, _StopWhenSet(event_name)], tracker=tracker).run()
+        tracker: Tracker | bool = (Tracker(trace=job.spec.trace, lines=job.spec.lines, census=job.census)
+                                   if job.attribute else False)
+        result = Watch(job.spec, [guard, _StopWhenSet(event_name)], tracker=tracker).run()
     return cloudpickle.dumps((result, guard.malloc_slope), protocol=pickle.HIGHEST_PROTOCOL)
 
 
@@ -113,7 +125,7 @@ class DaskRun:
     """A configuration running as a Dask task: a :class:`RunControl` (Stop sets its event) and a
     :class:`~.hub.Remote` whose one message is "done"."""
 
-    def __init__(self, client: Any, spec: WatchSpec, guard: Any, observers: Sequence[Observer] = (),
+    def __init__(self, client: Any, spec: WatchSpec, guard: Guard, observers: Sequence[Observer] = (),
                  *, hub: Hub, attribute: bool = False, census: bool | None = None,
                  yields_to_loop: bool = False) -> None:
         self.client = client
@@ -140,8 +152,8 @@ class DaskRun:
         return self._future is not None and self.result is None
 
     def start(self) -> None:
-        payload = cloudpickle.dumps((self.spec, self.guard, self.attribute, self.census),
-                                    protocol=pickle.HIGHEST_PROTOCOL)
+        task = Task(Job(self.spec, attribute=self.attribute, census=self.census), self.guard)
+        payload = cloudpickle.dumps(task, protocol=pickle.HIGHEST_PROTOCOL)
         self._future = self.client.submit(run_task, payload, self.event_name, pure=False,
                                           key=f"leakwidget-{self.spec.label or 'watch'}-{uuid.uuid4().hex[:8]}")
         self._future.add_done_callback(lambda _f: self.hub.put(self, ("done",)))

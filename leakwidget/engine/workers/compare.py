@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ...stages import Toggles
 from ..kinds import ALLOCATORS, Allocator
 from ..observer import Observer
 from ..result import WatchResult
@@ -197,10 +198,12 @@ def compare(step: Callable, setup: Callable | None = None, *,
             variants: Iterable[Variant | str | Mapping] | None = None, seconds: float | None = None,
             iterations: int | None = None, jobs: int | None = None,
             max_rss: int | str | None = None, observers: Sequence[Observer] = (),
+            off: Iterable[str] | str = (), serial: Iterable[str] | str = (),
             **watch_options: Any) -> CompareResult:
     """Run ``step`` (and ``setup``) under each variant in fresh worker processes and compare
     their memory: by default glibc, ``MALLOC_ARENA_MAX=2``, jemalloc and tcmalloc. A variant is
     an allocator name, ``"NAME=VALUE"``, or a dict with ``name``, ``env`` and ``allocator``."""
     spec = WatchSpec(step=step, setup=setup, iterations=iterations, seconds=seconds,
-                     max_rss=parse_size(max_rss) if max_rss is not None else None, **watch_options)
+                     max_rss=parse_size(max_rss) if max_rss is not None else None,
+                     toggles=Toggles.parse(off, serial), **watch_options)
     return run_sync(run_compare(spec, variants, observers=observers, pause=NO_PAUSE, jobs=jobs))
