@@ -554,7 +554,7 @@ class ScriptedDashboard(Dashboard):
         self.finished.append((result.spec.label.split(":")[0], result.stopped, result.iteration_count))
 
     def on_iteration(self, record: IterationRecord) -> None:
-        label = self.run.label
+        label = self.scheduler.run.label
         super().on_iteration(record)
         for item in list(self.script):
             prefix, index, button = item
@@ -669,7 +669,7 @@ def test_bisect_from_the_widget_names_the_culprit_and_restores_the_users_strip()
     # The strip is back in the user's configuration, and Run again would run that.
     by_id = {s["id"]: s["state"] for s in d.strip.stages}
     assert by_id[ids["passthrough"]] == "off" and by_id[ids["grow"]] == "on"
-    nxt = d.next_spec()
+    nxt = d.scheduler.next_spec(d.strip.toggles())
     assert ids["passthrough"] in nxt.toggles.off and ids["grow"] not in nxt.toggles.off
 
 

@@ -13,8 +13,10 @@ what the first redraw would import or allocate for the first time is done at con
 
 Stop, Run again and Bisect work while a ``%%leakwatch`` cell runs when the kernel can deliver
 clicks (ipykernel >= 7 with the async cell rewrite of :mod:`.delivery`); otherwise the note under
-the banner says so. Run again and Bisect run as tasks on the kernel's loop (:mod:`.scheduler`),
-so Stop keeps working during them and each configuration is overlaid as its own series.
+the banner says so. What the buttons do is the engine's run-control state machine
+(:class:`~leakwidget.engine.scheduler.Scheduler`: idle, running, stopping, bisecting, comparing);
+the dashboard is its view. Run again and Bisect run as tasks on the kernel's loop, so Stop keeps
+working during them and each configuration is overlaid as its own series.
 
 The DOM contract the browser tests rely on is in docs/widget.md.
 """
@@ -34,12 +36,13 @@ from IPython import get_ipython
 from ..engine.observer import BaseObserver, RunControl, view_interval
 from ..engine.records import IterationRecord
 from ..engine.result import WatchResult
+from ..engine.scheduler import ControlState, Scheduler
 from ..engine.search import BisectResult
 from ..engine.spec import WatchSpec
 from ..engine.verdict import Verdict
 from ..engine.workers.compare import CompareResult
 from ..report.svg import result_mimebundle
-from ..stages import AS_WRITTEN, Stage
+from ..stages import Stage
 from . import delivery
 from .banner import (
     Banner,
@@ -51,7 +54,6 @@ from .banner import (
     note_html,
 )
 from .charts import Charts, RunData, RunSeries
-from .scheduler import Scheduler
 from .strip import PipelineStrip
 
 __all__ = ["Dashboard", "show_dashboard"]
@@ -115,18 +117,16 @@ class Dashboard(widgets.VBox, BaseObserver):
         self.strip = PipelineStrip()
         self.children = [self.banner, self.details, self.note, self.controls, self.rss_chart, self.legend,
                          self.duration_chart]
-        self.scheduler = Scheduler(self)
+        self.scheduler = Scheduler(self)  # what the buttons do; this is its view
         self.stop_button.on_click(lambda _b: self.scheduler.stop())
-        self.run_again_button.on_click(lambda _b: self.scheduler.run_again())
-        self.bisect_button.on_click(lambda _b: self.scheduler.bisect())
-        self.try_fix_button.on_click(lambda _b: self.scheduler.try_fix())
-        self.native_button.on_click(lambda _b: self.scheduler.native_stacks())
+        self.run_again_button.on_click(lambda _b: self.scheduler.run_again(self.strip.toggles()))
+        self.bisect_button.on_click(lambda _b: self.scheduler.bisect(self.strip.toggles()))
+        self.try_fix_button.on_click(lambda _b: self.scheduler.try_fix(self.strip.toggles()))
+        self.native_button.on_click(lambda _b: self.scheduler.native_stacks(self.strip.toggles()))
         self.strip.observe(self._on_states_change, names="states")
         self.last_result: WatchResult | None = None
         self.last_bisect: BisectResult | None = None
         self.last_compare: CompareResult | None = None
-        self.run: RunControl | None = None  # the run being shown, while it runs
-        self.spec: WatchSpec | None = None  # the last run's spec (Run again starts from it)
         self._lock = threading.RLock()  # one redraw at a time
         self._data_lock = threading.Lock()  # the buckets: filled by two threads, read by redraws
         self._current: RunSeries | None = None
@@ -134,7 +134,6 @@ class Dashboard(widgets.VBox, BaseObserver):
         self._verdict = Verdict("inconclusive")
         self._stages: list[Stage] = []
         self._last_draw = -np.inf
-        self._runs = 0
         self._report: Any = None  # the display handle of the text report under the dashboard
         self._rehearse()
 
@@ -188,10 +187,9 @@ class Dashboard(widgets.VBox, BaseObserver):
     # ------------------------------------------------------------------ the stream
     def on_start(self, run: RunControl) -> None:
         with self._lock:
-            self.run, self.spec = run, run.spec
-            self._runs += 1
-            label = run.label or (f"run {self._runs}" if self._runs == 1
-                                  else f"run {self._runs}: {run.spec.toggles}")
+            self.scheduler.started(run)
+            n = self.scheduler.runs
+            label = run.label or (f"run {n}" if n == 1 else f"run {n}: {run.spec.toggles}")
             with self._data_lock:
                 self._data.clear()
             self._current = self.charts.new_series(label)
@@ -204,7 +202,7 @@ class Dashboard(widgets.VBox, BaseObserver):
                 note = "Bisecting: each configuration is drawn as its own run."
             else:
                 note = "" if delivery.clicks_delivered(run, get_ipython()) else delivery.NO_DELIVERY_NOTE
-            self.note.value = note_html(note)
+            self.say(note)
 
     def on_stages(self, stages: Sequence[Stage]) -> None:
         with self._lock:
@@ -244,7 +242,6 @@ class Dashboard(widgets.VBox, BaseObserver):
             self._guarded(lambda: self._draw_full(result))
             self._show_stages(prune_wishes=True)
             self.last_result = result
-            self.run = None
             att, idle = result.attribution, not self.scheduler.bisecting
             _offer(self.try_fix_button, idle and att is not None and att.kind == "allocator")
             _offer(self.native_button, idle and att is not None and att.kind == "native"
@@ -261,7 +258,7 @@ class Dashboard(widgets.VBox, BaseObserver):
         try:
             draw()
         except Exception as exc:
-            self.note.value = note_html(f"The dashboard could not redraw: {type(exc).__name__}: {exc}")
+            self.say(f"The dashboard could not redraw: {type(exc).__name__}: {exc}")
 
     def _draw_rss(self) -> None:
         with self._data_lock:
@@ -295,9 +292,7 @@ class Dashboard(widgets.VBox, BaseObserver):
         self.strip.show(self._stages)
         if self._stages and self.strip not in self.children:
             self.children = [*self.children, self.strip]
-        toggleable = any(s.toggleable for s in self._stages)
-        self.bisect_button.layout.display = None if toggleable else "none"
-        self.bisect_button.disabled = not toggleable or self.scheduler.bisecting
+        self._offer_bisect()
         if prune_wishes and self.strip.states:
             # Wishes the run just fulfilled are forgotten.
             done = {(s.id, s.state) for s in self._stages}
@@ -308,28 +303,36 @@ class Dashboard(widgets.VBox, BaseObserver):
         if not change["new"]:
             return
         what = ", ".join(f"{k} {v}" for k, v in sorted(change["new"].items()))
-        when = "after this run" if self.run is not None else "now"
-        self.note.value = note_html(f"Next configuration: {what}. Click Run again to run it ({when}).")
+        when = "after this run" if self.scheduler.run is not None else "now"
+        self.say(f"Next configuration: {what}. Click Run again to run it ({when}).")
 
-    def next_spec(self) -> WatchSpec:
-        """The spec of the last run with the strip's on/serial/off wishes applied."""
-        if self.spec is None:
-            raise RuntimeError("no watch has run in this dashboard yet")
-        toggles = self.spec.toggles.updated(self.strip.toggles())
-        return dataclasses.replace(self.spec, toggles=toggles, label=f"run {self._runs + 1}: {toggles}")
+    def say(self, text: str) -> None:
+        self.note.value = note_html(text)
+
+    def show_state(self, state: ControlState, was: ControlState) -> None:
+        """The scheduler's state changed: the strip and Bisect rest while a search runs; a
+        bisection's culprit marks go once another run has ended."""
+        self.strip.disabled = self.scheduler.bisecting
+        self._offer_bisect()
+        if state == "idle" and was in ("running", "stopping"):
+            self.strip.culprits = []
+
+    def _offer_bisect(self) -> None:
+        toggleable = any(s.toggleable for s in self._stages)
+        self.bisect_button.layout.display = None if toggleable else "none"
+        self.bisect_button.disabled = not toggleable or self.scheduler.bisecting
 
     def show_bisect(self, result: BisectResult, restore: WatchSpec | None = None) -> None:
         """The bisection's answer as the headline, its culprits marked in the strip, and the strip
         back in the user's own configuration (``restore``, the spec the search started from; by
-        default the last run's with every stage on), so Run again runs what the user had.
+        default the last run's with every stage as written: see ``Scheduler.restore``), so Run
+        again runs what the user had.
 
         Called after the Bisect button's search, and after ``%%leakwatch --bisect``.
         """
         with self._lock:
-            base = restore if restore is not None else (
-                dataclasses.replace(self.spec, toggles=AS_WRITTEN, label="") if self.spec is not None else None)
+            base = restore if restore is not None else self.scheduler.restore()
             if base is not None:
-                self.spec = base
                 self._stages = [dataclasses.replace(s, state=base.toggles.state_for(s)) for s in self._stages]
                 self.strip.show(self._stages)
                 self.strip.states = {}
