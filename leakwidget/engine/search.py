@@ -355,7 +355,7 @@ class Bisector(_HandsOutAhead):
             plateau=bool(base is not None and base.reproduces and self.plateau),
             notes=list(self.notes), stages=list(self.stages),
         )
-        res.summary = self._summary(state, culprits)
+        res.summary = summary_of(self, state, culprits)
         return res
 
     # -- internals ------------------------------------------------------------------------------
@@ -494,56 +494,58 @@ class Bisector(_HandsOutAhead):
         x2 = yield from self._minimize(second, background | set(x1), True, lazy=lazy)
         return x1 + x2
 
-    def _summary(self, state: str, culprits: list) -> str:
-        base = self._baseline.verdict if self._baseline is not None else None
-        base_rate = f"{format_bytes(base.slope)}/iteration" if base is not None else ""
-        if state == "running":
-            return "Bisection has not finished."
-        if state == "interrupted":
-            return "Bisection was interrupted before it found the culprit."
-        if state == "no-leak" and self._retention():
-            reclaimed = self.attribution.reclaimed_bytes or 0
-            return (f"Nothing to bisect: with every stage on, memory grew ({base_rate}), yet "
-                    f"malloc_trim(0) handed back {format_bytes(reclaimed)} at the end. "
-                    "That is the allocator keeping freed memory (allocator retention), not a "
-                    "stage leaking; MALLOC_ARENA_MAX=2 or jemalloc/tcmalloc (LD_PRELOAD) "
-                    "curb it.")
-        if state == "no-leak" and self._baseline.error:
-            return (f"Nothing was bisected: with every stage on, the step raised "
-                    f"{self._baseline.error}.")
-        if state == "no-leak":
-            return (f"Nothing to bisect: with every stage on, the verdict is {base.kind}, not a "
-                    f"leak{_small_plateau(base, self.min_plateau)}.")
-        if self.plateau and state in ("outside", "found", "no-stages"):
-            final = self._memo_config(frozenset(s.id for s in culprits)) if culprits else None
-            return plateau_summary(state, culprits, self._baseline, self.configurations, final)
-        if state == "no-stages":
-            return ("The leak cannot be bisected: no stage that can be switched off was recorded "
-                    "(build the tf.data pipeline inside the watched code or its setup, or mark "
-                    "functions with @leakwidget.stage).")
-        if state == "outside":
-            all_off = next((c for c in self.configurations if c.on == frozenset()), None)
-            rate = f" ({format_bytes(all_off.slope)}/iteration)" if all_off and all_off.slope else ""
-            return ("The leak lies outside the stages (the source, the step body or the model): "
-                    f"with every stage off, memory still grows{rate}.")
-        if state == "unfinished":
-            return "Bisection stopped before it pinned down the culprit."
-        if not culprits:
-            return "Bisection found no culprit."
-        where = " and ".join(f"{s.id} ({s.kind} at {_site_words(s.site)})" for s in culprits)
-        final = self._memo_config(frozenset(s.id for s in culprits))
-        rate = (f" {format_bytes(final.slope)}/iteration"
-                if final is not None and final.slope is not None else "")
-        if len(culprits) == 1:
-            return (f"The leak comes from {where}: on by itself it leaks{rate}, like the whole "
-                    f"pipeline ({base_rate}); with every stage off, it does not.")
-        return (f"The leak needs {where} together: on together they leak{rate}, like the whole "
-                f"pipeline ({base_rate}); neither does alone.")
-
     def _memo_config(self, on: frozenset[str]) -> Configuration | None:
         if on == frozenset(self._searched):
             return self._baseline
         return next((c for c in self.configurations if c.on == on), None)
+
+
+def summary_of(b: Bisector, state: str, culprits: list[Stage]) -> str:
+    """The search's answer in one sentence (``state``: how it ended)."""
+    base = b._baseline.verdict if b._baseline is not None else None
+    base_rate = f"{format_bytes(base.slope)}/iteration" if base is not None else ""
+    if state == "running":
+        return "Bisection has not finished."
+    if state == "interrupted":
+        return "Bisection was interrupted before it found the culprit."
+    if state == "no-leak" and b._retention():
+        reclaimed = b.attribution.reclaimed_bytes or 0
+        return (f"Nothing to bisect: with every stage on, memory grew ({base_rate}), yet "
+                f"malloc_trim(0) handed back {format_bytes(reclaimed)} at the end. "
+                "That is the allocator keeping freed memory (allocator retention), not a "
+                "stage leaking; MALLOC_ARENA_MAX=2 or jemalloc/tcmalloc (LD_PRELOAD) "
+                "curb it.")
+    if state == "no-leak" and b._baseline.error:
+        return (f"Nothing was bisected: with every stage on, the step raised "
+                f"{b._baseline.error}.")
+    if state == "no-leak":
+        return (f"Nothing to bisect: with every stage on, the verdict is {base.kind}, not a "
+                f"leak{_small_plateau(base, b.min_plateau)}.")
+    if b.plateau and state in ("outside", "found", "no-stages"):
+        final = b._memo_config(frozenset(s.id for s in culprits)) if culprits else None
+        return plateau_summary(state, culprits, b._baseline, b.configurations, final)
+    if state == "no-stages":
+        return ("The leak cannot be bisected: no stage that can be switched off was recorded "
+                "(build the tf.data pipeline inside the watched code or its setup, or mark "
+                "functions with @leakwidget.stage).")
+    if state == "outside":
+        all_off = next((c for c in b.configurations if c.on == frozenset()), None)
+        rate = f" ({format_bytes(all_off.slope)}/iteration)" if all_off and all_off.slope else ""
+        return ("The leak lies outside the stages (the source, the step body or the model): "
+                f"with every stage off, memory still grows{rate}.")
+    if state == "unfinished":
+        return "Bisection stopped before it pinned down the culprit."
+    if not culprits:
+        return "Bisection found no culprit."
+    where = " and ".join(f"{s.id} ({s.kind} at {_site_words(s.site)})" for s in culprits)
+    final = b._memo_config(frozenset(s.id for s in culprits))
+    rate = (f" {format_bytes(final.slope)}/iteration"
+            if final is not None and final.slope is not None else "")
+    if len(culprits) == 1:
+        return (f"The leak comes from {where}: on by itself it leaks{rate}, like the whole "
+                f"pipeline ({base_rate}); with every stage off, it does not.")
+    return (f"The leak needs {where} together: on together they leak{rate}, like the whole "
+            f"pipeline ({base_rate}); neither does alone.")
 
 
 def plateau_summary(state: str, culprits: list[Stage], baseline: Configuration,

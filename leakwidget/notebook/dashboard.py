@@ -48,12 +48,14 @@ from .banner import (
     Banner,
     banner_html,
     bisect_banner,
+    compare_banner,
     details_html,
     final_banner,
     live_banner,
     note_html,
 )
 from .charts import Charts, RunData, RunSeries
+from .controls import Controls
 from .strip import PipelineStrip
 
 __all__ = ["Dashboard", "show_dashboard"]
@@ -84,45 +86,14 @@ class Dashboard(widgets.VBox, BaseObserver):
         self.charts = Charts(self.max_points)
         self.rss_chart, self.duration_chart = self.charts.rss_chart, self.charts.duration_chart
         self.legend = self.charts.legend
-        self.stop_button = widgets.Button(description="Stop", icon="stop", disabled=True,
-                                          button_style="danger", _dom_classes=["leakwidget-stop"])
-        self.run_again_button = widgets.Button(description="Run again", icon="repeat", disabled=True,
-                                               tooltip="Run the step again, with the pipeline strip's "
-                                                       "on / serial / off choices",
-                                               _dom_classes=["leakwidget-run-again"])
-        self.bisect_button = widgets.Button(
-            description="Bisect", icon="search", disabled=True, layout=widgets.Layout(display="none"),
-            tooltip="Find the stage(s) whose being on makes memory grow", _dom_classes=["leakwidget-bisect"],
-        )
-        # Offered when the growth is memory the allocator keeps: the same watch under other
-        # allocators, side by side (an allocator only acts on a process started with it).
-        self.try_fix_button = widgets.Button(
-            description="Try the fix", icon="flask", disabled=True, layout=widgets.Layout(display="none"),
-            tooltip="Run the step under glibc, MALLOC_ARENA_MAX=2, jemalloc and tcmalloc, each in a "
-                    "fresh worker, and compare their growth", _dom_classes=["leakwidget-try-fix"],
-        )
-        # Offered when the growth is native memory seen without its call stacks: the same watch
-        # again with memray tracing a window of iterations (--native).
-        self.native_button = widgets.Button(
-            description="Native call stacks", icon="sitemap", disabled=True, layout=widgets.Layout(display="none"),
-            tooltip="Run the step again with memray tracing a window of iterations, to see the C/C++ "
-                    "and Python call stacks of the memory allocated and not freed",
-            _dom_classes=["leakwidget-native"],
-        )
-        # A row that wraps, with room for more buttons.
-        self.controls = widgets.HBox([self.stop_button, self.run_again_button, self.bisect_button,
-                                      self.try_fix_button, self.native_button],
-                                     layout=widgets.Layout(flex_flow="row wrap"),
-                                     _dom_classes=["leakwidget-controls"])
         self.strip = PipelineStrip()
+        self.scheduler = Scheduler(self)  # what the buttons do; this is its view
+        self.controls = Controls(self.scheduler, self.strip.toggles)
+        c = self.controls
+        self.stop_button, self.run_again_button, self.bisect_button = c.stop_button, c.run_again_button, c.bisect_button
+        self.try_fix_button, self.native_button = c.try_fix_button, c.native_button
         self.children = [self.banner, self.details, self.note, self.controls, self.rss_chart, self.legend,
                          self.duration_chart]
-        self.scheduler = Scheduler(self)  # what the buttons do; this is its view
-        self.stop_button.on_click(lambda _b: self.scheduler.stop())
-        self.run_again_button.on_click(lambda _b: self.scheduler.run_again(self.strip.toggles()))
-        self.bisect_button.on_click(lambda _b: self.scheduler.bisect(self.strip.toggles()))
-        self.try_fix_button.on_click(lambda _b: self.scheduler.try_fix(self.strip.toggles()))
-        self.native_button.on_click(lambda _b: self.scheduler.native_stacks(self.strip.toggles()))
         self.strip.observe(self._on_states_change, names="states")
         self.last_result: WatchResult | None = None
         self.last_bisect: BisectResult | None = None
@@ -195,8 +166,7 @@ class Dashboard(widgets.VBox, BaseObserver):
             self._current = self.charts.new_series(label)
             self._verdict = Verdict("inconclusive")
             self._last_draw = -np.inf
-            self.stop_button.disabled = False
-            self.run_again_button.disabled = False
+            self.controls.started()
             self._set_banner(Banner("running", f"Running {label}\u2026"), running=True)
             if self.scheduler.bisecting:
                 note = "Bisecting: each configuration is drawn as its own run."
@@ -242,12 +212,7 @@ class Dashboard(widgets.VBox, BaseObserver):
             self._guarded(lambda: self._draw_full(result))
             self._show_stages(prune_wishes=True)
             self.last_result = result
-            att, idle = result.attribution, not self.scheduler.bisecting
-            _offer(self.try_fix_button, idle and att is not None and att.kind == "allocator")
-            _offer(self.native_button, idle and att is not None and att.kind == "native"
-                   and att.native_window is None)
-            self.stop_button.disabled = True
-            self.run_again_button.disabled = False
+            self.controls.finished(result)
             if self._report is not None:
                 self._guarded(lambda: self.show_report(result))
             self.scheduler.finished()
@@ -292,7 +257,7 @@ class Dashboard(widgets.VBox, BaseObserver):
         self.strip.show(self._stages)
         if self._stages and self.strip not in self.children:
             self.children = [*self.children, self.strip]
-        self._offer_bisect()
+        self.controls.offer_bisect(any(s.toggleable for s in self._stages))
         if prune_wishes and self.strip.states:
             # Wishes the run just fulfilled are forgotten.
             done = {(s.id, s.state) for s in self._stages}
@@ -313,14 +278,9 @@ class Dashboard(widgets.VBox, BaseObserver):
         """The scheduler's state changed: the strip and Bisect rest while a search runs; a
         bisection's culprit marks go once another run has ended."""
         self.strip.disabled = self.scheduler.bisecting
-        self._offer_bisect()
+        self.controls.offer_bisect(any(s.toggleable for s in self._stages))
         if state == "idle" and was in ("running", "stopping"):
             self.strip.culprits = []
-
-    def _offer_bisect(self) -> None:
-        toggleable = any(s.toggleable for s in self._stages)
-        self.bisect_button.layout.display = None if toggleable else "none"
-        self.bisect_button.disabled = not toggleable or self.scheduler.bisecting
 
     def show_bisect(self, result: BisectResult, restore: WatchSpec | None = None) -> None:
         """The bisection's answer as the headline, its culprits marked in the strip, and the strip
@@ -346,18 +306,10 @@ class Dashboard(widgets.VBox, BaseObserver):
         """A comparison's answer (the variant that grew least) as the headline; its table in the
         details. Each variant's run was overlaid as its own series while it ran."""
         with self._lock:
-            rows = str(result).split("\n")
-            best = result.best
-            kind = "stable" if best is not None and best != result.variants[0].name else "inconclusive"
-            self._set_banner(Banner(kind, result.summary, tuple(r for r in rows[1:] if r.strip())),
-                             running=False, verdict=kind)
+            banner = compare_banner(result)
+            self._set_banner(banner, running=False, verdict=banner.kind)
             self.note.value = ""
             self.last_compare = result
-
-
-def _offer(button: widgets.Button, offered: bool) -> None:
-    button.layout.display = None if offered else "none"
-    button.disabled = not offered
 
 
 def report_text(banner: Banner, *, lines: int | None = None) -> str:
