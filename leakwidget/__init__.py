@@ -21,7 +21,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from . import report  # registers the static chart of a result (numpy only)
+from . import report  # static pictures of a result: the chart, the page (public: leakwidget.report)
 from .engine.bisect import bisect
 from .engine.kinds import Allocator
 from .engine.observer import Observer

@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from ...report.compare import CHART
+from ...report.render import mimebundle
 from ...stages import Toggles
 from ..kinds import ALLOCATORS, Allocator
 from ..observer import Observer
@@ -36,9 +38,6 @@ from .sequence import OneAtATime
 __all__ = ["DEFAULT_VARIANTS", "CompareResult", "Variant", "compare", "run_compare"]
 
 DEFAULT_SECONDS = 30.0
-
-# Static pictures of a comparison (the report floor registers its overlaid chart here).
-RENDERERS: dict[str, Callable[[CompareResult], str]] = {}
 
 
 @dataclass(frozen=True)
@@ -147,13 +146,8 @@ class CompareResult:
         return f"<CompareResult {', '.join(v.name for v in self.variants)}; best: {self.best}>"
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict:
-        bundle = {"text/plain": str(self)}
-        for mime, render in RENDERERS.items():
-            try:
-                bundle[mime] = render(self)
-            except Exception:  # a picture must never hide the table
-                pass
-        return bundle
+        """The table and the overlaid chart."""
+        return mimebundle(self, [CHART])
 
 
 def variant_spec(spec: WatchSpec, variant: Variant, seconds: float | None) -> WatchSpec:
