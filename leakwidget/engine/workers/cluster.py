@@ -33,6 +33,7 @@ from ..spec import WatchSpec
 from ..verdict import Verdict
 from ..watch import Watch
 from .hub import Hub
+from .sequence import Elsewhere, replay
 from .worker import Job
 
 __all__ = ["ClusterError", "DaskRun", "connect", "run_task"]
@@ -121,7 +122,7 @@ def run_task(payload: bytes, event_name: str) -> bytes:
 # In the notebook
 
 
-class DaskRun:
+class DaskRun(Elsewhere):
     """A configuration running as a Dask task: a :class:`RunControl` (Stop sets its event) and a
     :class:`~.hub.Remote` whose one message is "done"."""
 
@@ -138,14 +139,6 @@ class DaskRun:
         self.result: WatchResult | None = None
         self.event_name = f"leakwidget-stop-{uuid.uuid4().hex}"
         self._future: Any = None
-
-    @property
-    def label(self) -> str:
-        return self.spec.label
-
-    @property
-    def finished(self) -> bool:
-        return self.result is not None
 
     @property
     def active(self) -> bool:
@@ -187,15 +180,8 @@ class DaskRun:
                                  stopped="worker-died", error=exc,
                                  stage_notes=[f"The Dask task ended without a result: {exc!r}"])
         self.result = result
-        stages, t, v, records, verdict = self.so_far()
         for ob in self.observers:
-            if stages:
-                ob.on_stages(stages)
-            if t.size:
-                ob.on_samples(t, v)
-            for record in records:
-                ob.on_iteration(record)
-            ob.on_verdict(verdict)
+            replay(ob, self)
             ob.on_finish(result)
 
     def check(self) -> None:

@@ -43,6 +43,7 @@ from ..verdict import Verdict
 from ..watch import Pause, Watch, YieldToLoop, verdict_of
 from .channel import Receiver, Sender
 from .hub import Hub
+from .sequence import Elsewhere
 from .worker import Header, Job
 
 __all__ = ["IsolatedRun", "IsolationError", "WorkerDied", "allocator_library", "run_isolated",
@@ -333,7 +334,7 @@ def _relay(fd: int, name: str) -> None:
 # The run, seen from here
 
 
-class IsolatedRun:
+class IsolatedRun(Elsewhere):
     """A watch running in a worker process: the :class:`RunControl` its observers get, and the
     replay of its stream into them (in the thread that calls the hub's ``wait``).
 
@@ -364,14 +365,6 @@ class IsolatedRun:
         self._load_error = ""
 
     # ------------------------------------------------------------------ RunControl
-    @property
-    def label(self) -> str:
-        return self.spec.label
-
-    @property
-    def finished(self) -> bool:
-        return self.result is not None
-
     @property
     def active(self) -> bool:
         """Started and not finished."""
