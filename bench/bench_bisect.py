@@ -24,7 +24,7 @@ import time
 import numpy as np
 
 import leakwidget
-from leakwidget.engine.search import Bisector
+from leakwidget.engine.search import Bisector, Observed
 from leakwidget.engine.verdict import Verdict
 from leakwidget.stages import Stage
 
@@ -37,8 +37,8 @@ def oracle_cost(k: int, culprits: set[int], all_off_first: bool) -> tuple[int, l
     while (config := b.next_configuration()) is not None:
         on = set(ids) if config.on is None else set(config.on)
         leak = want <= on
-        b.report(config, Verdict("leak" if leak else "stable", slope=2.6e5 if leak else 0.0),
-                 stages=stages)
+        b.report(config, Observed(Verdict("leak" if leak else "stable", slope=2.6e5 if leak else 0.0),
+                                  stages=stages))
     result = b.result()
     assert set(result.culprit_ids) == want, (k, culprits, result.culprit_ids)
     return len(result.configurations), result.culprit_ids

@@ -21,17 +21,18 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from . import report  # registers the static chart of a result (numpy only)
+from . import report  # static pictures of a result: the chart, the page (public: leakwidget.report)
 from .engine.bisect import bisect
-from .engine.compare import compare
-from .engine.isolate import run_watch
 from .engine.kinds import Allocator
 from .engine.observer import Observer
 from .engine.result import WatchResult
 from .engine.spec import WatchSpec
 from .engine.units import format_bytes, parse_size
 from .engine.watch import NO_PAUSE, run_sync
+from .engine.workers.compare import compare
+from .engine.workers.isolate import run_watch
 from .marks import mark  # for `leakwidget run`: one iteration per mark (stdlib only)
+from .stages import Toggles
 from .stages.user import stage
 
 __version__ = "0.1.0"
@@ -96,7 +97,7 @@ def watch(
     spec = WatchSpec(
         step=step, setup=setup, iterations=iterations, seconds=seconds, warmup=warmup,
         max_rss=parse_size(max_rss) if max_rss is not None else None,
-        off=off, serial=serial, trace=trace, lines=lines, native=native,
+        toggles=Toggles.parse(off, serial), trace=trace, lines=lines, native=native,
         exact_peaks=exact_peaks, label=label,
         isolate=isolate, env=env or (), allocator=allocator,
     )

@@ -36,7 +36,7 @@ def configurations_table(result: BisectResult) -> str:
     """The bisection's runs, one line each, nothing cut: what was off, the verdict, the slope."""
     rows = [("#", "switched off", "verdict", "slope/it", "leaks")]
     for c in result.configurations:
-        off = ", ".join(map(short_id, c.off)) or "nothing"
+        off = ", ".join(map(short_id, c.toggles.off)) or "nothing"
         slope = "" if c.slope is None else format_bytes(c.slope, signed=True)
         rows.append((str(c.index), off, c.kind or "-", slope,
                      {True: "yes", False: "no", None: ""}[c.reproduces]))

@@ -32,7 +32,7 @@ from leakwidget.engine import sampler  # noqa: E402
 from leakwidget.engine.bisect import ConfigGuard, run_bisection
 from leakwidget.engine.records import IterationRecord
 from leakwidget.engine.sampler import malloc_in_use  # noqa: E402
-from leakwidget.engine.search import Bisector
+from leakwidget.engine.search import Bisector, Observed
 from leakwidget.engine.spec import WatchSpec
 from leakwidget.engine.verdict import Verdict  # noqa: E402
 from leakwidget.stages import Stage  # noqa: E402
@@ -62,7 +62,7 @@ def drive(k: int, culprit_sets: list[set[str]], slope=lambda on: 1e6, **kwargs):
         on = set(ids) if config.on is None else set(config.on)
         leak = any(c <= on for c in culprit_sets)
         verdict = Verdict("leak" if leak else "stable", slope=slope(on) if leak else 0.0)
-        b.report(config, verdict, stages=stage_list)
+        b.report(config, Observed(verdict, stages=stage_list))
     return b.result()
 
 
@@ -98,8 +98,8 @@ def test_a_python_leak_is_judged_by_its_objects_not_by_the_rss_creep_around_it(m
         leaking_map = "map@1" in on
         verdict = Verdict("leak", slope=5000.0 if leaking_map else 2500.0)
         python = (40.0, 36.0) if leaking_map else (0.3, -0.2)
-        b.report(config, verdict, stages=stage_list,
-                 **({"python_slope": python[0], "python_low": python[1]} if measured else {}))
+        b.report(config, Observed(verdict, stages=stage_list,
+                                  **({"python_slope": python[0], "python_low": python[1]} if measured else {})))
     result = b.result()
     if measured:
         assert result.culprit_ids == ["map@1"] and not result.outside
@@ -142,18 +142,18 @@ def test_the_search_refuses_reports_out_of_turn():
     config = b.next_configuration()
     with pytest.raises(TypeError, match="verdict"):
         b.report(config, None)
-    b.report(config, Verdict("stable"), stages=[])
+    b.report(config, Observed(Verdict("stable"), stages=[]))
     assert b.done and "Nothing to bisect" in b.result().summary
     with pytest.raises(ValueError, match="next_configuration"):
-        b.report(config, Verdict("leak"))
+        b.report(config, Observed(Verdict("leak")))
 
 
 def test_growth_the_allocator_hands_back_is_nothing_to_bisect():
     stage_list = [Stage(id="map@1", kind="map", site="1", toggleable=True)]
     b = Bisector()
     retention = SimpleNamespace(kind="allocator", reclaimed_bytes=3 * 2**20)
-    b.report(b.next_configuration(), Verdict("leak", slope=2048.0), stages=stage_list,
-             attribution=retention)
+    b.report(b.next_configuration(), Observed(Verdict("leak", slope=2048.0), stages=stage_list,
+                                              attribution=retention))
     result = b.result()
     assert b.done and not result.leak and result.culprits == []
     assert [c.reproduces for c in result.configurations] == [False]
@@ -168,12 +168,12 @@ def test_a_leak_whose_bytes_stay_in_use_is_bisected_whatever_malloc_trim_returne
     b = Bisector()
     stage_list = [Stage(id=f"s{i}@{i}", kind=f"s{i}", site=str(i), toggleable=True) for i in range(3)]
     retention = SimpleNamespace(kind="allocator", reclaimed_bytes=3 * 2**20)
-    b.report(b.next_configuration(), Verdict("leak", slope=2048.0), stages=stage_list,
-             attribution=retention, malloc_slope=2000.0)
+    b.report(b.next_configuration(), Observed(Verdict("leak", slope=2048.0), stages=stage_list,
+                                              attribution=retention, malloc_slope=2000.0))
     assert not b.done and b.configurations[0].reproduces
     while (config := b.next_configuration()) is not None:
         leak = config.on is not None and "s1@1" in config.on
-        b.report(config, Verdict("leak" if leak else "stable", slope=2048.0 if leak else 0.0))
+        b.report(config, Observed(Verdict("leak" if leak else "stable", slope=2048.0 if leak else 0.0)))
     assert b.result().culprit_ids == result.culprit_ids == ["s1@1"]
 
 
@@ -470,7 +470,7 @@ def drive_plateau(k: int, rise_of, **kwargs) -> leakwidget.engine.search.BisectR
         on = set(ids) if config.on is None else set(config.on)
         rise = rise_of(on)
         verdict = _plateau(rise) if rise >= MiB else Verdict("stable", iterations=600)
-        b.report(config, verdict, stages=stage_list)
+        b.report(config, Observed(verdict, stages=stage_list))
     return b.result()
 
 

@@ -22,10 +22,10 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 import leakwidget
-from leakwidget.engine import cluster
 from leakwidget.engine.observer import BaseObserver
-from leakwidget.engine.search import Bisector
+from leakwidget.engine.search import Bisector, Observed
 from leakwidget.engine.verdict import Verdict
+from leakwidget.engine.workers import cluster
 from leakwidget.stages import Stage
 
 distributed = pytest.importorskip("distributed")
@@ -124,7 +124,7 @@ def _run(k: int, culprits: list[frozenset], jobs: int, rng: random.Random, **kw)
 
     def answer(c):
         leaks = c.on is None or any(s <= c.on for s in culprits)
-        b.report(c, Verdict("leak" if leaks else "stable", slope=1e5 if leaks else 0.0), stages=stages)
+        b.report(c, Observed(Verdict("leak" if leaks else "stable", slope=1e5 if leaks else 0.0), stages=stages))
 
     while True:
         running += b.next_configurations(jobs - len(running)) if jobs > 1 else (
@@ -150,7 +150,7 @@ def test_handing_out_configurations_ahead_finds_what_the_sequential_search_finds
     # Two at a time: the halves of a split run together.
     b = Bisector()
     (base,) = b.next_configurations(2)
-    b.report(base, Verdict("leak", slope=1e5), stages=_stages(4))
+    b.report(base, Observed(Verdict("leak", slope=1e5), stages=_stages(4)))
     batch = b.next_configurations(2)
     assert [c.label for c in batch][0] == "all off" and len(batch) == 2
 

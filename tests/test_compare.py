@@ -18,10 +18,10 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 import leakwidget
-from leakwidget.engine import isolate
-from leakwidget.engine.compare import DEFAULT_VARIANTS, CompareResult, Variant
-from leakwidget.engine.isolate import IsolationError
 from leakwidget.engine.observer import BaseObserver
+from leakwidget.engine.workers import isolate
+from leakwidget.engine.workers.compare import DEFAULT_VARIANTS, CompareResult, Variant
+from leakwidget.engine.workers.isolate import IsolationError
 
 MiB = 1024 * 1024
 
@@ -170,9 +170,9 @@ def test_the_magic_compares_allocators(tmp_path) -> None:
 def test_the_dashboard_offers_try_the_fix_for_allocator_retention_and_shows_the_comparison() -> None:
     import asyncio
 
-    from leakwidget.engine.isolate import run_watch
     from leakwidget.engine.spec import WatchSpec
     from leakwidget.engine.watch import NO_PAUSE, run_sync
+    from leakwidget.engine.workers.isolate import run_watch
     from leakwidget.notebook.dashboard import Dashboard
 
     InteractiveShell.instance(history_length=0)
@@ -222,9 +222,9 @@ def test_try_the_fix_is_not_offered_for_a_leak_of_the_code() -> None:
 def test_run_again_of_an_isolated_watch_runs_in_a_fresh_worker_again() -> None:
     import asyncio
 
-    from leakwidget.engine.isolate import run_watch
     from leakwidget.engine.spec import WatchSpec
     from leakwidget.engine.watch import NO_PAUSE, run_sync
+    from leakwidget.engine.workers.isolate import run_watch
     from leakwidget.notebook.dashboard import Dashboard
 
     InteractiveShell.instance(history_length=0)

@@ -23,11 +23,16 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 import leakwidget
-from leakwidget.engine import isolate
-from leakwidget.engine.isolate import IsolationError, WorkerDied, _how_it_ended, run_isolated
 from leakwidget.engine.observer import BaseObserver
 from leakwidget.engine.spec import WatchSpec
 from leakwidget.engine.watch import NO_PAUSE, YieldToLoop, run_sync
+from leakwidget.engine.workers import isolate
+from leakwidget.engine.workers.isolate import (
+    IsolationError,
+    WorkerDied,
+    _how_it_ended,
+    run_isolated,
+)
 
 MiB = 1024 * 1024
 KEEP: list = []  # a step that leaks here must leak in the worker, not in this process
@@ -369,6 +374,20 @@ def test_the_magic_ships_the_cell_and_the_names_it_uses(shell: InteractiveShell)
     assert res.verdict.kind == "leak" and res.error is None, str(res)
     assert res.verdict.slope == pytest.approx(256 * 1024, rel=0.1)
     assert shell.user_ns["kept"] == [], "the cell ran in the notebook"
+
+
+def test_a_shipped_cell_unpickles_in_a_worker_without_the_notebook_machinery() -> None:
+    # What the worker measures is its own memory: unpickling the cell must not load IPython.
+    import cloudpickle
+
+    from leakwidget.notebook.cell import CellCode
+
+    cell = CellCode(compile("x = 1", "<cell>", "exec"), namespace={"y": 2})
+    probe = ("import pickle, sys; cell = pickle.loads(sys.stdin.buffer.read()); cell.step(); "
+             "print(cell.namespace['x'], [m for m in ('IPython', 'ipywidgets', 'anywidget') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", probe], input=cloudpickle.dumps(cell),
+                         capture_output=True, timeout=60, check=True)
+    assert out.stdout.decode().split() == ["1", "[]"], out.stderr.decode()
 
 
 def test_the_magic_names_what_cannot_travel(shell: InteractiveShell) -> None:

@@ -24,6 +24,7 @@ from conftest_tf import patched_identities, write_tfrecords  # noqa: E402
 from leakwidget import stages  # noqa: E402
 from leakwidget.engine.spec import WatchSpec  # noqa: E402
 from leakwidget.engine.watch import Watch  # noqa: E402
+from leakwidget.stages import Toggles  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -357,7 +358,7 @@ def test_patches_are_restored_when_a_watched_step_is_interrupted():
         if len(patched_identities()) and patched_identities() != before:
             raise KeyboardInterrupt
 
-    result = Watch(WatchSpec(step=step, setup=setup, iterations=50, off=("prefetch",)),
+    result = Watch(WatchSpec(step=step, setup=setup, iterations=50, toggles=Toggles.parse(off=("prefetch",))),
                    tracker=False).run()
     assert result.stopped == "interrupted"
     assert [s.kind for s in result.stages if "@" in s.id] == ["map", "prefetch"]

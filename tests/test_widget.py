@@ -27,6 +27,7 @@ import numpy as np
 import pytest
 
 import leakwidget
+from leakwidget import stages
 from leakwidget.engine.observer import BaseObserver, RunControl
 from leakwidget.engine.records import IterationRecord
 from leakwidget.engine.result import WatchResult
@@ -526,7 +527,7 @@ def test_toggle_then_run_again_overlays_a_second_series_with_the_stage_off() -> 
     assert f"{stage['id']} off" in second.label
     assert second.colour != d.series[0].colour
     assert d.strip.stages[0]["state"] == "off"  # the new run really switched it off
-    assert d.last_result.spec.off == (stage["id"],)
+    assert d.last_result.spec.toggles.off == (stage["id"],)
     assert d.last_result.verdict.kind != "leak"
     assert d.strip.states == {}  # the wish was fulfilled
     # Both runs stay on the chart, each with its slope in the legend.
@@ -553,7 +554,7 @@ class ScriptedDashboard(Dashboard):
         self.finished.append((result.spec.label.split(":")[0], result.stopped, result.iteration_count))
 
     def on_iteration(self, record: IterationRecord) -> None:
-        label = self.run.label
+        label = self.scheduler.run.label
         super().on_iteration(record)
         for item in list(self.script):
             prefix, index, button = item
@@ -637,6 +638,15 @@ def test_stage_dict_is_plain_json() -> None:
     assert stage_dict(Stage(id="autotune", kind="autotune", site="", toggleable=True))["group"] == "tensorflow"
 
 
+def test_the_strip_and_the_session_give_one_reason_a_stage_cannot_be_switched_off() -> None:
+    with stages.session(off="TFRecordDataset") as s:
+        reader = s.record("TFRecordDataset", ("<cell>", 1, 0), toggleable=False, parallel=False)
+    why = stage_dict(reader)["why"]
+    assert why == "Cannot be switched off: it is the source; off means one reader, and it has only one."
+    assert s.notes == ["TFRecordDataset@1 cannot be switched off (it is the source; off means one "
+                       "reader, and it has only one); it stays on."]
+
+
 def test_bisect_from_the_widget_names_the_culprit_and_restores_the_users_strip() -> None:
     d = Dashboard()
     spec = WatchSpec(step=lambda: passthrough(grow(1)), seconds=2.0)
@@ -659,8 +669,8 @@ def test_bisect_from_the_widget_names_the_culprit_and_restores_the_users_strip()
     # The strip is back in the user's configuration, and Run again would run that.
     by_id = {s["id"]: s["state"] for s in d.strip.stages}
     assert by_id[ids["passthrough"]] == "off" and by_id[ids["grow"]] == "on"
-    nxt = d.next_spec()
-    assert ids["passthrough"] in nxt.off and ids["grow"] not in nxt.off
+    nxt = d.scheduler.next_spec(d.strip.toggles())
+    assert ids["passthrough"] in nxt.toggles.off and ids["grow"] not in nxt.toggles.off
 
 
 def test_the_text_report_under_the_dashboard_follows_the_latest_run() -> None:

@@ -5,7 +5,7 @@
     result.culprits            # [Stage(id="map@4", ...)]
 
 :func:`run_bisection` is the one implementation: it takes a :class:`WatchSpec`, derives each
-configuration with ``dataclasses.replace`` and awaits its watch; :func:`bisect` drives it to the
+configuration's (:func:`config_spec`) and awaits its watch; :func:`bisect` drives it to the
 end without an event loop, the dashboard's Bisect button on the kernel's loop.
 """
 
@@ -16,23 +16,29 @@ import gc
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
-
 from .attribution import Tracker
 from .observer import BaseObserver, Observer, RunControl
-from .parallel import Prepared, run_configurations
 from .records import IterationRecord, RecordLog
 from .result import WatchResult
-from .search import DEFAULT_SLOPE_RATIO, MIN_PLATEAU, Bisector, BisectResult, Configuration
+from .search import (
+    DEFAULT_SLOPE_RATIO,
+    MIN_PLATEAU,
+    Bisector,
+    BisectResult,
+    Configuration,
+    Observed,
+    block_trend,
+)
 from .spec import WatchSpec
 from .units import parse_size
-from .verdict import MIN_POINTS, Verdict, trend
+from .verdict import Verdict
 from .watch import NO_PAUSE, Pause, Watch, run_sync
+from .workers.parallel import Prepared, run_configurations
 
 __all__ = ["ConfigGuard", "bisect", "run_bisection"]
 
 DEFAULT_SECONDS_PER_CONFIG = 30.0
-_CHOSEN_PER_CONFIGURATION = {"off", "serial", "label", "step", "setup", "seconds"}
+_CHOSEN_PER_CONFIGURATION = {"off", "serial", "toggles", "label", "step", "setup", "seconds"}
 
 
 class ConfigGuard(BaseObserver):
@@ -123,19 +129,6 @@ class ConfigGuard(BaseObserver):
         return (self._in_use[1] - self._in_use0[1]) / (self._in_use[0] - self._in_use0[0])
 
 
-def block_trend(index: np.ndarray, blocks: np.ndarray, warmup: int) -> tuple[float | None, ...]:
-    """(slope, 95% low, 95% high) of the allocator's block count per iteration after the
-    warm-up; Nones when there are too few iterations."""
-    index, blocks = np.asarray(index, dtype=float), np.asarray(blocks, dtype=float)
-    if index.size == 0:
-        return None, None, None
-    keep = (index >= index[0] + warmup) & (blocks >= 0)  # read at checkpoints only
-    if int(keep.sum()) < MIN_POINTS:
-        return None, None, None
-    tr = trend(index[keep], blocks[keep])
-    return tr.slope, tr.low, tr.high
-
-
 def _guard_for(bisector: Bisector, config: Configuration, seconds: float) -> ConfigGuard:
     base = bisector.configurations[0]
     if config is base or bisector.plateau:
@@ -151,18 +144,9 @@ def _guard_for(bisector: Bisector, config: Configuration, seconds: float) -> Con
     )
 
 
-def _report(bisector: Bisector, config: Configuration, result: WatchResult, guard: ConfigGuard) -> None:
-    python_slope, python_low, _ = block_trend(result.column("index"), result.column("blocks"),
-                                              result.verdict.warmup)
-    error = f"{type(result.error).__name__}: {result.error}" if result.error is not None else ""
-    bisector.report(config, result.verdict, stages=result.stages, stopped=result.stopped,
-                    iterations=result.iteration_count, seconds=result.elapsed,
-                    python_slope=python_slope, python_low=python_low,
-                    attribution=result.attribution, malloc_slope=guard.malloc_slope, error=error)
-    if config.index == 0:
-        for note in result.stage_notes:
-            if note not in bisector.notes:
-                bisector.notes.append(note)
+def config_spec(spec: WatchSpec, config: Configuration) -> WatchSpec:
+    """``spec`` as ``config`` runs it: its toggles, its label, until its guard stops it."""
+    return dataclasses.replace(spec, seconds=None, toggles=config.toggles, label=config.label)
 
 
 async def run_bisection(
@@ -181,7 +165,7 @@ async def run_bisection(
 ) -> BisectResult:
     """Find the smallest set of stages whose being on makes ``spec`` leak.
 
-    Each configuration is ``spec`` with other stages off (``dataclasses.replace``), run until
+    Each configuration is ``spec`` with other stages off (:func:`config_spec`), run until
     its verdict is clear, at most ``seconds_per_config`` (default: ``spec.seconds``, else 30 s),
     or exactly ``spec.iterations`` if given. ``on_configuration(config, run)`` is called
     before each run; ``observers`` follow every run; ``pause`` is awaited between iterations.
@@ -200,19 +184,15 @@ async def run_bisection(
                         all_off_first=all_off_first, min_plateau=min_plateau)
     if jobs is not None or client is not None or spec.isolate:
         def prepare(config: Configuration) -> Prepared:
-            run_spec = dataclasses.replace(spec, seconds=None, off=config.off, serial=config.serial,
-                                           label=config.label)
-            return run_spec, _guard_for(bisector, config, seconds), config.index == 0
+            return Prepared(config_spec(spec, config), _guard_for(bisector, config, seconds),
+                            attribute=config.index == 0)
 
-        await run_configurations(
-            bisector, prepare, lambda config, result, guard: _report(bisector, config, result, guard),
-            jobs=jobs, client=client, observers=observers, on_configuration=on_configuration,
-            pause=pause)
+        await run_configurations(bisector, prepare, jobs=jobs, client=client, observers=observers,
+                                 on_configuration=on_configuration, pause=pause)
         return bisector.result()
     while (config := bisector.next_configuration()) is not None:
         guard = _guard_for(bisector, config, seconds)
-        run_spec = dataclasses.replace(spec, seconds=None, off=config.off, serial=config.serial,
-                                       label=config.label)
+        run_spec = config_spec(spec, config)
         # The baseline's growth is attributed (malloc_trim tells allocator retention from a
         # leak), without the object census: in a large heap its own allocations blur a short
         # baseline (measured: a 60-iteration leak called inconclusive). The search's
@@ -223,7 +203,7 @@ async def run_bisection(
         if on_configuration is not None:
             on_configuration(config, watch)
         result = await watch.run_async(pause)
-        _report(bisector, config, result, guard)
+        bisector.report(config, Observed.of(result, guard.malloc_slope))
         gc.collect()  # what the previous configuration freed should not count against the next
     return bisector.result()
 

@@ -13,11 +13,11 @@ import dataclasses
 from collections.abc import Sequence
 
 from .attribution import Attribution, require_memray
-from .isolate import run_watch
 from .observer import Observer
 from .result import WatchResult
 from .spec import WatchSpec
 from .watch import NO_PAUSE, Pause, run_sync
+from .workers.isolate import run_watch
 
 
 def native_spec(spec: WatchSpec) -> WatchSpec:

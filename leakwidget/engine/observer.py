@@ -85,6 +85,14 @@ class Observer(Protocol):
     def on_finish(self, result: WatchResult) -> None: ...
 
 
+class Guard(Observer, Protocol):
+    """An observer that ends a run once its answer is clear (a bisection's configuration,
+    ``engine/bisect.py``'s ConfigGuard), and knows afterwards glibc's bytes in use per iteration
+    (``malloc_slope``; None: not measured). It runs where the watch runs: in a Dask task too."""
+
+    malloc_slope: float | None
+
+
 class BaseObserver:
     """Every event ignored: subclass it and override what you need."""
 

@@ -8,13 +8,13 @@ import io
 import json
 import math
 import os
-import re
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..report.html import PAGE
+from ..report.svg import result_mimebundle
 from ..stages import Stage
 from .attribution import Attribution, DeviceMemory
 from .children import ChildResult
@@ -23,27 +23,13 @@ from .kinds import StopReason
 from .records import FIELDS, IterationRecord, RecordLog
 from .spec import WatchSpec
 from .units import rss_travel
-from .verdict import Verdict
+from .verdict import Verdict, retention_summary
 
 
 def _step_not_restored(*args: object) -> None:
     """Stands in for the step of an unpickled result: functions of a session do not travel."""
     raise RuntimeError("this result was unpickled: its step and setup (functions of the session "
                        "that ran it) did not travel with it; run the watch again where they exist")
-
-
-# Static pictures of a result for front ends without widgets (nbconvert, GitHub): mime type ->
-# renderer. The report floor registers its SVG chart here (the engine may not import it).
-RENDERERS: dict[str, Callable[[WatchResult], str]] = {}
-# Whole documents of a result, by format: the report floor registers its self-contained HTML
-# page here ("html"), which save_html writes.
-DOCUMENTS: dict[str, Callable[[WatchResult], str]] = {}
-
-
-def retention_summary(verdict_summary: str) -> str:
-    """A leak verdict's sentence as it reads when the growth is memory the allocator keeps."""
-    # "Leak: +X per iteration", "Leak, slowing down: ..." -> "RSS growth: ...", "RSS growth, ...".
-    return "Growing, but not a leak of your code: " + re.sub(r"^Leak\b", "RSS growth", verdict_summary)
 
 
 @dataclass
@@ -104,9 +90,10 @@ class WatchResult:
             "stage_notes": list(self.stage_notes),
             "attribution": att.to_dict() if att is not None else None,
             "device": self.device.to_dict() if self.device is not None else None,
-            "config": {"off": list(self.spec.off), "serial": list(self.spec.serial), "label": self.spec.label,
-                       "iterations": self.spec.iterations, "seconds": _finite(self.spec.seconds),
-                       "warmup": self.spec.warmup, "max_rss": self.spec.max_rss},
+            "config": {"off": list(self.spec.toggles.off), "serial": list(self.spec.toggles.serial),
+                       "label": self.spec.label, "iterations": self.spec.iterations,
+                       "seconds": _finite(self.spec.seconds), "warmup": self.spec.warmup,
+                       "max_rss": self.spec.max_rss},
             "elapsed": self.elapsed,
             "baseline_rss": self.baseline_rss,
             "children": [{"pid": c.pid, "cmdline": c.cmdline, "verdict": c.verdict.to_dict()}
@@ -142,10 +129,7 @@ class WatchResult:
         """Write the report as one self-contained HTML page (charts, verdict, attribution,
         stages, configuration, environment; no network needed to open it). The file appears
         whole or not at all."""
-        render = DOCUMENTS.get("html")
-        if render is None:
-            raise RuntimeError("no HTML renderer registered: import leakwidget.report")
-        write_whole(path, render(self))
+        write_whole(path, PAGE.render(self))
 
     # -- display -------------------------------------------------------------------------
     @property
@@ -191,13 +175,8 @@ class WatchResult:
         return f"<WatchResult {self.verdict.kind} after {self.iteration_count} iterations, stopped: {self.stopped}>"
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
-        bundle = {"text/plain": str(self)}
-        for mime, render in RENDERERS.items():
-            try:
-                bundle[mime] = render(self)
-            except Exception:  # a picture must never hide the text report
-                pass
-        return bundle
+        """Its text and its chart (nbconvert and GitHub show the chart without widgets)."""
+        return result_mimebundle(self)
 
 
 def write_whole(path, text: str) -> None:

@@ -32,22 +32,27 @@ the yardstick" is not concluded while glibc's count of bytes handed out still gr
 (RSS lags a leak that refills memory the previous configuration freed).
 
 The search is one pure object, :class:`Bisector` (``next_configuration()`` /
-``report(...)``), driven by :func:`leakwidget.engine.bisect.run_bisection`.
+``report(config, observed)``), driven by :func:`leakwidget.engine.bisect.run_bisection`; what a
+configuration's run showed reaches it as one :class:`Observed`, made from the run's
+:class:`~.result.WatchResult` by :meth:`Observed.of`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Generator, Sequence
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..stages import Stage
-from .attribution import Attribution
-from .units import format_bytes
-from .verdict import BLOCK_BYTES, Verdict
+import numpy as np
 
-__all__ = ["BisectResult", "Bisector", "Configuration", "short_id"]
+from ..stages import AS_WRITTEN, Stage, Toggles
+from .attribution import Attribution
+from .result import WatchResult
+from .units import format_bytes
+from .verdict import BLOCK_BYTES, MIN_POINTS, Verdict, trend
+
+__all__ = ["BisectResult", "Bisector", "Configuration", "Observed", "block_trend", "short_id"]
 
 DEFAULT_SLOPE_RATIO = 0.5
 # A plateau is bisected when it rises at least this high: under it, what a pipeline's buffers
@@ -55,24 +60,55 @@ DEFAULT_SLOPE_RATIO = 0.5
 MIN_PLATEAU = 8 * 2**20
 
 
-@dataclass
-class Configuration:
-    """One run of the search: which stages were off or serial, and what the run showed."""
+@dataclass(frozen=True)
+class Observed:
+    """What one configuration's run showed: everything the search reads of it."""
 
-    label: str
-    off: tuple[str, ...] = ()
-    serial: tuple[str, ...] = ()
-    on: frozenset[str] | None = None  # searched stages left on; None = every stage (baseline)
-    verdict: Verdict | None = None  # once run
-    reproduces: bool | None = None
-    python_slope: float | None = None  # allocator blocks per iteration (None: not measured)
-    python_low: float | None = None  # its 95% lower bound
-    malloc_slope: float | None = None  # glibc's bytes in use per iteration (None: not measured)
+    verdict: Verdict
+    stages: tuple[Stage, ...] = ()  # recorded: the baseline's define what is searched
+    attribution: Attribution | None = None  # the baseline's, when its growth was explained
+    notes: tuple[str, ...] = ()  # the stage session's (the baseline's are the search's)
     stopped: str = ""
     iterations: int = 0
     seconds: float = 0.0
-    index: int = 0
+    python_slope: float | None = None  # allocator blocks per iteration (None: not measured)
+    python_low: float | None = None  # its 95% lower bound
+    malloc_slope: float | None = None  # glibc's bytes in use per iteration (None: not measured)
     error: str = ""  # the step's exception, when it raised (the configuration then counts as not leaking)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.verdict, Verdict):
+            raise TypeError(f"a run's verdict must be a leakwidget Verdict, not {type(self.verdict).__name__}")
+        object.__setattr__(self, "stages", tuple(self.stages))
+
+    @classmethod
+    def of(cls, result: WatchResult, malloc_slope: float | None = None) -> Observed:
+        """What the search reads of a watch's result (``malloc_slope``: its guard's reading)."""
+        python_slope, python_low, _ = block_trend(result.column("index"), result.column("blocks"),
+                                                  result.verdict.warmup)
+        return cls(
+            result.verdict, stages=tuple(result.stages), attribution=result.attribution,
+            notes=tuple(result.stage_notes), stopped=result.stopped,
+            iterations=result.iteration_count, seconds=result.elapsed,
+            python_slope=python_slope, python_low=python_low, malloc_slope=malloc_slope,
+            error=f"{type(result.error).__name__}: {result.error}" if result.error is not None else "",
+        )
+
+
+@dataclass
+class Configuration:
+    """One run of the search: what it asked of the stages, and what the run showed."""
+
+    label: str
+    toggles: Toggles = AS_WRITTEN  # the searched stages not left on, off (or serial)
+    on: frozenset[str] | None = None  # searched stages left on; None = every stage (baseline)
+    observed: Observed | None = None  # once run
+    reproduces: bool | None = None
+    index: int = 0
+
+    @property
+    def verdict(self) -> Verdict | None:
+        return self.observed.verdict if self.observed is not None else None
 
     @property
     def kind(self) -> str:
@@ -82,14 +118,23 @@ class Configuration:
     def slope(self) -> float | None:
         return self.verdict.slope if self.verdict is not None else None
 
+    @property
+    def stopped(self) -> str:
+        return self.observed.stopped if self.observed is not None else ""
+
+    @property
+    def error(self) -> str:
+        return self.observed.error if self.observed is not None else ""
+
     def to_dict(self) -> dict[str, Any]:
+        seen = self.observed if self.observed is not None else Observed(Verdict("inconclusive"))
         return {
-            "index": self.index, "label": self.label, "off": list(self.off),
-            "serial": list(self.serial), "on": sorted(self.on) if self.on is not None else None,
+            "index": self.index, "label": self.label, "off": list(self.toggles.off),
+            "serial": list(self.toggles.serial), "on": sorted(self.on) if self.on is not None else None,
             "verdict": self.kind, "slope": self.slope, "reproduces": self.reproduces,
             "rise": plateau_rise(self.verdict) if self.verdict is not None else None,
-            "stopped": self.stopped, "iterations": self.iterations, "seconds": self.seconds,
-            "error": self.error,
+            "stopped": seen.stopped, "iterations": seen.iterations, "seconds": seen.seconds,
+            "error": seen.error,
         }
 
 
@@ -120,9 +165,9 @@ class BisectResult:
         rate = "rise" if self.plateau else "slope/iter"
         rows = [("#", "configuration", "off / serial", "verdict", rate, "reproduces")]
         for c in self.configurations:
-            toggles = ", ".join(map(short_id, c.off))
-            if c.serial:
-                toggles += " | serial: " + ", ".join(map(short_id, c.serial))
+            toggles = ", ".join(map(short_id, c.toggles.off))
+            if c.toggles.serial:
+                toggles += " | serial: " + ", ".join(map(short_id, c.toggles.serial))
             if len(toggles) > 60:
                 toggles = toggles[:59] + "…"
             slope = "" if c.slope is None else format_bytes(c.slope)
@@ -192,9 +237,9 @@ class _HandsOutAhead:
     def _at_limit(self) -> bool:
         return self.max_configurations is not None and len(self.configurations) >= self.max_configurations
 
-    def _answered_ahead(self, config: Configuration, python_slope: float | None) -> None:
+    def _answered_ahead(self, config: Configuration) -> None:
         del self._inflight[config.on]
-        config.reproduces = self._reproduces(config.verdict, python_slope) and not config.error
+        config.reproduces = self._reproduces(config.observed) and not config.error
         if config.stopped != "interrupted" and not self._finished:  # a cut-short run is no answer
             self._memo[config.on] = config.reproduces
 
@@ -211,11 +256,11 @@ class Bisector(_HandsOutAhead):
 
         b = Bisector()
         while (config := b.next_configuration()) is not None:
-            result = run(config.off, config.serial)       # a Watch, a fake, anything
-            b.report(config, result.verdict, stages=result.stages)
+            result = run(config.toggles)                  # a Watch, a fake, anything
+            b.report(config, Observed.of(result))
         b.result()
 
-    The first configuration is the baseline (everything on); its report must carry the
+    The first configuration is the baseline (everything on); what it showed must carry the
     recorded ``stages``: they define what is searched.
 
     ``all_off_first`` (default, the documented order): run "every stage off" second, so a leak
@@ -260,40 +305,37 @@ class Bisector(_HandsOutAhead):
         """The configuration to run next, or None when the search is over."""
         return None if self._finished else self._pending
 
-    def report(self, config: Configuration, verdict: Verdict, *, stages: Sequence[Stage] = (),
-               stopped: str = "", iterations: int = 0, seconds: float = 0.0,
-               python_slope: float | None = None, python_low: float | None = None,
-               attribution: Attribution | None = None, malloc_slope: float | None = None,
-               error: str = "") -> None:
-        """Tell the search what ``config`` showed (``verdict`` has .kind and .slope;
-        ``python_slope``/``python_low``: the allocator's block count per iteration and its 95%
-        lower bound, when measured; ``attribution``: the baseline's, when it was explained —
-        growth that ``malloc_trim`` hands back is allocator retention, nothing to bisect, unless
-        ``malloc_slope``, glibc's bytes in use per iteration, shows the memory is still held)."""
+    def report(self, config: Configuration, observed: Observed) -> None:
+        """Tell the search what ``config``'s run showed. Of the baseline's, its ``attribution``
+        too: growth that ``malloc_trim`` hands back is allocator retention, nothing to bisect,
+        unless ``malloc_slope``, glibc's bytes in use per iteration, shows the memory is held."""
         ahead = config.on is not None and self._inflight.get(config.on) is config
         if not ahead and (config is not self._pending or self._finished):
             raise ValueError("report() must answer a configuration next_configuration(s)() gave")
-        if not isinstance(verdict, Verdict):
-            raise TypeError(f"verdict must be a leakwidget Verdict, not {type(verdict).__name__}")
-        config.verdict = verdict
-        config.stopped, config.iterations, config.seconds = stopped, iterations, seconds
-        config.python_slope, config.python_low = python_slope, python_low
-        config.malloc_slope = malloc_slope
-        config.error = error
+        if not isinstance(observed, Observed):
+            raise TypeError(f"report() takes what the run showed (an Observed, with its verdict), "
+                            f"not {type(observed).__name__}")
+        config.observed = observed
         if ahead:
-            self._answered_ahead(config, python_slope)
+            self._answered_ahead(config)
             return
+        self._answered(config, observed)
         if config is self._baseline:
-            self.stages = list(stages)
-            self.attribution = attribution
+            self.notes.extend(n for n in observed.notes if n not in self.notes)
+
+    def _answered(self, config: Configuration, observed: Observed) -> None:
+        verdict, error = observed.verdict, observed.error
+        if config is self._baseline:
+            self.stages = list(observed.stages)
+            self.attribution = observed.attribution
             # A plateau is bisected too: which stages make memory rise that high.
             self.plateau = verdict.kind == "plateau" and plateau_rise(verdict) >= self.min_plateau
             config.reproduces = ((verdict.kind == "leak" or self.plateau) and not self._retention()
                                  and not error)
         else:
-            config.reproduces = self._reproduces(verdict, python_slope) and not error
+            config.reproduces = self._reproduces(observed) and not error
             self._memo[config.on or frozenset()] = config.reproduces
-        if stopped == "interrupted":
+        if observed.stopped == "interrupted":
             self.notes.append(f"Stopped: configuration {config.index} ({config.label}) was interrupted.")
             self._finish("interrupted", [])
             return
@@ -313,7 +355,7 @@ class Bisector(_HandsOutAhead):
             plateau=bool(base is not None and base.reproduces and self.plateau),
             notes=list(self.notes), stages=list(self.stages),
         )
-        res.summary = self._summary(state, culprits)
+        res.summary = summary_of(self, state, culprits)
         return res
 
     # -- internals ------------------------------------------------------------------------------
@@ -327,7 +369,7 @@ class Bisector(_HandsOutAhead):
         base = self._baseline
         if self.attribution is None or self.attribution.kind != "allocator" or base is None:
             return False
-        held, v = base.malloc_slope, base.verdict
+        held, v = base.observed.malloc_slope, base.verdict
         # a leak's slope, or a plateau's rate while it rose
         rate = (plateau_rise(v) / max(1.0, v.fit[1][0] - v.fit[0][0])
                 if self.plateau and len(v.fit) >= 2 else v.slope)
@@ -335,19 +377,19 @@ class Bisector(_HandsOutAhead):
 
     def python_leak(self) -> bool:
         """Is the baseline's leak one of Python objects (see the module's docstring)?"""
-        base = self._baseline
+        base = self._baseline.observed if self._baseline is not None else None
         if self.plateau or base is None or base.python_slope is None or not (base.python_low or 0) > 0:
             return False
         return base.python_slope * BLOCK_BYTES >= 0.25 * base.verdict.slope
 
-    def _reproduces(self, verdict: Verdict, python_slope: float | None = None) -> bool:
-        base = self._baseline
+    def _reproduces(self, observed: Observed) -> bool:
+        verdict, base = observed.verdict, self._baseline.observed
         if self.plateau:
             return rises_as_high(verdict, base.verdict, self.slope_ratio)
         if verdict.kind != "leak":
             return False
-        if python_slope is not None and self.python_leak():
-            return python_slope >= self.slope_ratio * base.python_slope
+        if observed.python_slope is not None and self.python_leak():
+            return observed.python_slope >= self.slope_ratio * base.python_slope
         return verdict.slope >= self.slope_ratio * base.verdict.slope
 
     def _advance(self, answer: bool | None) -> None:
@@ -370,12 +412,10 @@ class Bisector(_HandsOutAhead):
         self._gen.close()
 
     def _config_for(self, on: frozenset[str], label: str) -> Configuration:
-        off, serial = [], []
-        for sid in self._searched:
-            if sid in on:
-                continue
-            (off if self._by_id[sid].toggleable else serial).append(sid)
-        return Configuration(label=label, off=tuple(off), serial=tuple(serial), on=on)
+        """The configuration with the searched stages ``on`` left on, the others out (each in
+        its :attr:`~leakwidget.stages.Stage.off_state`)."""
+        out = tuple((sid, self._by_id[sid].off_state) for sid in self._searched if sid not in on)
+        return Configuration(label=label, toggles=Toggles(out), on=on)
 
     def _label(self, on: frozenset[str]) -> str:
         if not on:
@@ -400,7 +440,7 @@ class Bisector(_HandsOutAhead):
             return
         for s in self.stages:
             self._by_id.setdefault(s.id, s)
-        self._searched = [s.id for s in self.stages if s.toggleable or s.parallel]
+        self._searched = [s.id for s in self.stages if len(s.states) > 1]  # can be switched
         if not self._searched:
             self._outcome = ("no-stages", [])
             return
@@ -454,56 +494,58 @@ class Bisector(_HandsOutAhead):
         x2 = yield from self._minimize(second, background | set(x1), True, lazy=lazy)
         return x1 + x2
 
-    def _summary(self, state: str, culprits: list) -> str:
-        base = self._baseline.verdict if self._baseline is not None else None
-        base_rate = f"{format_bytes(base.slope)}/iteration" if base is not None else ""
-        if state == "running":
-            return "Bisection has not finished."
-        if state == "interrupted":
-            return "Bisection was interrupted before it found the culprit."
-        if state == "no-leak" and self._retention():
-            reclaimed = self.attribution.reclaimed_bytes or 0
-            return (f"Nothing to bisect: with every stage on, memory grew ({base_rate}), yet "
-                    f"malloc_trim(0) handed back {format_bytes(reclaimed)} at the end. "
-                    "That is the allocator keeping freed memory (allocator retention), not a "
-                    "stage leaking; MALLOC_ARENA_MAX=2 or jemalloc/tcmalloc (LD_PRELOAD) "
-                    "curb it.")
-        if state == "no-leak" and self._baseline.error:
-            return (f"Nothing was bisected: with every stage on, the step raised "
-                    f"{self._baseline.error}.")
-        if state == "no-leak":
-            return (f"Nothing to bisect: with every stage on, the verdict is {base.kind}, not a "
-                    f"leak{_small_plateau(base, self.min_plateau)}.")
-        if self.plateau and state in ("outside", "found", "no-stages"):
-            final = self._memo_config(frozenset(s.id for s in culprits)) if culprits else None
-            return plateau_summary(state, culprits, self._baseline, self.configurations, final)
-        if state == "no-stages":
-            return ("The leak cannot be bisected: no stage that can be switched off was recorded "
-                    "(build the tf.data pipeline inside the watched code or its setup, or mark "
-                    "functions with @leakwidget.stage).")
-        if state == "outside":
-            all_off = next((c for c in self.configurations if c.on == frozenset()), None)
-            rate = f" ({format_bytes(all_off.slope)}/iteration)" if all_off and all_off.slope else ""
-            return ("The leak lies outside the stages (the source, the step body or the model): "
-                    f"with every stage off, memory still grows{rate}.")
-        if state == "unfinished":
-            return "Bisection stopped before it pinned down the culprit."
-        if not culprits:
-            return "Bisection found no culprit."
-        where = " and ".join(f"{s.id} ({s.kind} at {_site_words(s.site)})" for s in culprits)
-        final = self._memo_config(frozenset(s.id for s in culprits))
-        rate = (f" {format_bytes(final.slope)}/iteration"
-                if final is not None and final.slope is not None else "")
-        if len(culprits) == 1:
-            return (f"The leak comes from {where}: on by itself it leaks{rate}, like the whole "
-                    f"pipeline ({base_rate}); with every stage off, it does not.")
-        return (f"The leak needs {where} together: on together they leak{rate}, like the whole "
-                f"pipeline ({base_rate}); neither does alone.")
-
     def _memo_config(self, on: frozenset[str]) -> Configuration | None:
         if on == frozenset(self._searched):
             return self._baseline
         return next((c for c in self.configurations if c.on == on), None)
+
+
+def summary_of(b: Bisector, state: str, culprits: list[Stage]) -> str:
+    """The search's answer in one sentence (``state``: how it ended)."""
+    base = b._baseline.verdict if b._baseline is not None else None
+    base_rate = f"{format_bytes(base.slope)}/iteration" if base is not None else ""
+    if state == "running":
+        return "Bisection has not finished."
+    if state == "interrupted":
+        return "Bisection was interrupted before it found the culprit."
+    if state == "no-leak" and b._retention():
+        reclaimed = b.attribution.reclaimed_bytes or 0
+        return (f"Nothing to bisect: with every stage on, memory grew ({base_rate}), yet "
+                f"malloc_trim(0) handed back {format_bytes(reclaimed)} at the end. "
+                "That is the allocator keeping freed memory (allocator retention), not a "
+                "stage leaking; MALLOC_ARENA_MAX=2 or jemalloc/tcmalloc (LD_PRELOAD) "
+                "curb it.")
+    if state == "no-leak" and b._baseline.error:
+        return (f"Nothing was bisected: with every stage on, the step raised "
+                f"{b._baseline.error}.")
+    if state == "no-leak":
+        return (f"Nothing to bisect: with every stage on, the verdict is {base.kind}, not a "
+                f"leak{_small_plateau(base, b.min_plateau)}.")
+    if b.plateau and state in ("outside", "found", "no-stages"):
+        final = b._memo_config(frozenset(s.id for s in culprits)) if culprits else None
+        return plateau_summary(state, culprits, b._baseline, b.configurations, final)
+    if state == "no-stages":
+        return ("The leak cannot be bisected: no stage that can be switched off was recorded "
+                "(build the tf.data pipeline inside the watched code or its setup, or mark "
+                "functions with @leakwidget.stage).")
+    if state == "outside":
+        all_off = next((c for c in b.configurations if c.on == frozenset()), None)
+        rate = f" ({format_bytes(all_off.slope)}/iteration)" if all_off and all_off.slope else ""
+        return ("The leak lies outside the stages (the source, the step body or the model): "
+                f"with every stage off, memory still grows{rate}.")
+    if state == "unfinished":
+        return "Bisection stopped before it pinned down the culprit."
+    if not culprits:
+        return "Bisection found no culprit."
+    where = " and ".join(f"{s.id} ({s.kind} at {_site_words(s.site)})" for s in culprits)
+    final = b._memo_config(frozenset(s.id for s in culprits))
+    rate = (f" {format_bytes(final.slope)}/iteration"
+            if final is not None and final.slope is not None else "")
+    if len(culprits) == 1:
+        return (f"The leak comes from {where}: on by itself it leaks{rate}, like the whole "
+                f"pipeline ({base_rate}); with every stage off, it does not.")
+    return (f"The leak needs {where} together: on together they leak{rate}, like the whole "
+            f"pipeline ({base_rate}); neither does alone.")
 
 
 def plateau_summary(state: str, culprits: list[Stage], baseline: Configuration,
@@ -549,6 +591,19 @@ def plateau_rise(v: Verdict) -> float:
         return 0.0
     levels = [y for _, y in v.fit]
     return max(0.0, max(levels) - levels[0])
+
+
+def block_trend(index: np.ndarray, blocks: np.ndarray, warmup: int) -> tuple[float | None, ...]:
+    """(slope, 95% low, 95% high) of the allocator's block count per iteration after the
+    warm-up; Nones when there are too few iterations."""
+    index, blocks = np.asarray(index, dtype=float), np.asarray(blocks, dtype=float)
+    if index.size == 0:
+        return None, None, None
+    keep = (index >= index[0] + warmup) & (blocks >= 0)  # read at checkpoints only
+    if int(keep.sum()) < MIN_POINTS:
+        return None, None, None
+    tr = trend(index[keep], blocks[keep])
+    return tr.slope, tr.low, tr.high
 
 
 def short_id(stage_id: str) -> str:

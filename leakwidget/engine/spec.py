@@ -7,7 +7,7 @@ import types
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from ..stages import parse_ids
+from ..stages import AS_WRITTEN, Toggles
 from .kinds import ALLOCATORS, Allocator
 
 
@@ -24,8 +24,7 @@ class WatchSpec:
     seconds: float | None = None
     warmup: int | None = None
     max_rss: int | None = None  # bytes
-    off: tuple[str, ...] = ()  # stage ids or kinds to switch off
-    serial: tuple[str, ...] = ()  # stage ids or kinds to make serial
+    toggles: Toggles = AS_WRITTEN  # what the run asks of its stages: id or kind -> on/serial/off
     trace: bool = False  # tracemalloc allocation sites
     lines: bool = False  # memory_profiler line-by-line increments
     native: bool = False  # memray: call stacks of native memory allocated and not freed
@@ -61,19 +60,14 @@ class WatchSpec:
             raise ValueError(f"warmup must be a non-negative integer, not {self.warmup!r}")
         if self.max_rss is not None and (not isinstance(self.max_rss, int) or self.max_rss <= 0):
             raise ValueError(f"max_rss must be a positive number of bytes, not {self.max_rss!r}")
-        self.off = parse_ids(self.off, "off")
-        self.serial = parse_ids(self.serial, "serial")
+        if not isinstance(self.toggles, Toggles):
+            raise TypeError(f"toggles must be a Toggles (Toggles.parse(off=..., serial=...)), "
+                            f"not {type(self.toggles).__name__}")
         self.env = _env_pairs(self.env)
         if self.allocator is not None and self.allocator not in ALLOCATORS:
             raise ValueError(f"allocator must be one of {', '.join(ALLOCATORS)}, not {self.allocator!r}")
         if self.env or self.allocator is not None:
             self.isolate = True
-
-    @property
-    def toggles(self) -> str:
-        """'map@4 off, prefetch serial', or 'as written' when nothing is toggled."""
-        parts = [f"{s} off" for s in self.off] + [f"{s} serial" for s in self.serial]
-        return ", ".join(parts) if parts else "as written"
 
 
 def _env_pairs(env: Mapping[str, str] | Iterable[tuple[str, str]] | None) -> tuple[tuple[str, str], ...]:

@@ -228,7 +228,7 @@ class Watch:
                                       interrupt=inside)
             self._budget = Budget(self.spec, self._guard)
             if inside:
-                self._session = session(off=self.spec.off, serial=self.spec.serial)
+                self._session = session(toggles=self.spec.toggles)
                 self._session.__enter__()
                 # The sampler thread needs the GIL 125 times a second; a pure-Python step holds
                 # it for up to the switch interval (5 ms) each time. 1 ms keeps sampling on time.
@@ -249,7 +249,7 @@ class Watch:
             if self.tracker is not None:
                 self.tracker.start(self.spec, defer_tracing=drives_loop)
         except BaseException:
-            self._teardown()
+            _teardown(self)
             raise
 
     def _run_setup(self) -> Callable[[], object]:
@@ -328,29 +328,6 @@ class Watch:
         for ob in self.observers:
             ob.on_verdict(self.verdict)
 
-    def _teardown(self) -> None:
-        global _active
-        try:
-            if self._sampler is not None:
-                self._sampler.stop()
-            if self._children is not None:
-                self._children.stop()
-            if self._publisher is not None:
-                self._publisher.stop()
-            if self._switch_interval is not None:
-                sys.setswitchinterval(self._switch_interval)
-                self._switch_interval = None
-            if self._meter is not None:
-                self._meter.close()
-        finally:
-            try:
-                if self._session is not None:
-                    self._session.__exit__(None, None, None)
-            finally:
-                with _active_lock:
-                    if _active is self:
-                        _active = None
-
     def finish(self) -> WatchResult:
         """Stop everything, decide, attribute, tell the observers; the result (once)."""
         if self._result is not None:
@@ -370,34 +347,70 @@ class Watch:
                 except MemoryGuardTripped:
                     self.stopped = self.stopped or "memory-guard"
         finally:
-            self._teardown()
+            _teardown(self)
         if self.stopped is None:
             self.stopped = self._stop_request or "stopped"
-        notes = list(self._session.notes) if self._session is not None else []
-        if self.stopped == "memory-guard" and self._guard is not None and self._guard.reason:
-            notes.append(f"Stopped by the memory guard: {self._guard.reason}.")
-        t, v = self._sampler.series() if self._sampler is not None else (np.zeros(0), np.zeros(0))
         self.verdict = verdict_of(self.log, self.spec, self._headroom, self.baseline_rss)
-        result = WatchResult(
-            spec=self.spec, verdict=self.verdict, stopped=self.stopped, error=self.error,
-            error_iteration=self.error_iteration, error_traceback=self.error_traceback,
-            samples=np.column_stack([t, v.astype(np.float64)]) if t.size else np.zeros((0, 2)),
-            stages=self.stages, stage_notes=notes, elapsed=self.elapsed,
-            baseline_rss=self.baseline_rss, _log=self.log,
-            children=self._children.results(self.log, self._t0) if self._children is not None else [],
-        )
-        if self.tracker is not None:
-            try:
-                result.attribution = self.tracker.finish(result.verdict, self.log)
-            except Exception as exc:  # the attribution must not lose the result
-                result.stage_notes.append(f"Attribution failed: {exc!r}")
-            result.device = self.tracker.device()
+        result = _result_of(self)
         for ob in self.observers:
             try:
                 ob.on_finish(result)
             except Exception as exc:  # an observer must not lose the result
                 result.stage_notes.append(f"{type(ob).__name__} failed: {exc!r}")
         return result
+
+
+def _teardown(watch: Watch) -> None:
+    """Undo what ``Watch.start`` did, on every way out: stop the sampler, the children's reader
+    and the publisher, restore the switch interval, leave the stage session, free the process
+    for another watch."""
+    global _active
+    try:
+        if watch._sampler is not None:
+            watch._sampler.stop()
+        if watch._children is not None:
+            watch._children.stop()
+        if watch._publisher is not None:
+            watch._publisher.stop()
+        if watch._switch_interval is not None:
+            sys.setswitchinterval(watch._switch_interval)
+            watch._switch_interval = None
+        if watch._meter is not None:
+            watch._meter.close()
+    finally:
+        try:
+            if watch._session is not None:
+                watch._session.__exit__(None, None, None)
+        finally:
+            with _active_lock:
+                if _active is watch:
+                    _active = None
+
+
+def _result_of(watch: Watch) -> WatchResult:
+    """What a watch that has stopped leaves: its records, samples, stages and notes, its
+    verdict, and the attribution of its growth."""
+    notes = list(watch._session.notes) if watch._session is not None else []
+    guard = watch._guard
+    if watch.stopped == "memory-guard" and guard is not None and guard.reason:
+        notes.append(f"Stopped by the memory guard: {guard.reason}.")
+    t, v = watch._sampler.series() if watch._sampler is not None else (np.zeros(0), np.zeros(0))
+    children = watch._children
+    result = WatchResult(
+        spec=watch.spec, verdict=watch.verdict, stopped=watch.stopped, error=watch.error,
+        error_iteration=watch.error_iteration, error_traceback=watch.error_traceback,
+        samples=np.column_stack([t, v.astype(np.float64)]) if t.size else np.zeros((0, 2)),
+        stages=watch.stages, stage_notes=notes, elapsed=watch.elapsed,
+        baseline_rss=watch.baseline_rss, _log=watch.log,
+        children=children.results(watch.log, watch._t0) if children is not None else [],
+    )
+    if watch.tracker is not None:
+        try:
+            result.attribution = watch.tracker.finish(result.verdict, watch.log)
+        except Exception as exc:  # the attribution must not lose the result
+            result.stage_notes.append(f"Attribution failed: {exc!r}")
+        result.device = watch.tracker.device()
+    return result
 
 
 async def _measured_loop(watch: Watch, step: Callable[[], object], pause: Pause) -> None:

@@ -26,6 +26,7 @@ from ..engine.result import WatchResult
 from ..engine.search import BisectResult, Configuration
 from ..engine.units import format_bytes, format_duration
 from ..engine.verdict import Verdict
+from ..engine.workers.compare import CompareResult
 from ..report.svg import KIND_COLOURS
 
 STOPPED: dict[StopReason, str] = {
@@ -183,7 +184,7 @@ def _slope_with(configs: Sequence[Configuration], culprits: set[str], on: bool) 
     for c in configs:
         if c.verdict is None or c.error:
             continue
-        off = set(c.off) | set(c.serial)
+        off = set(c.toggles.off) | set(c.toggles.serial)
         if on and not (off & culprits) or not on and culprits <= off:
             return c.slope
     return None
@@ -235,3 +236,11 @@ def details_html(paragraphs: Sequence[str]) -> str:
 
 def note_html(text: str) -> str:
     return f'<div style="color:#555;font-size:12px">{html.escape(text)}</div>' if text else ""
+
+
+def compare_banner(result: CompareResult) -> Banner:
+    """A comparison's answer (the variant that grew least) as the headline; its table below."""
+    best = result.best
+    kind = "stable" if best is not None and best != result.variants[0].name else "inconclusive"
+    rows = str(result).split("\n")
+    return Banner(kind, result.summary, tuple(r for r in rows[1:] if r.strip()))

@@ -411,20 +411,8 @@ class Charts:
 
     def _draw_axes(self) -> None:
         """Scales from the drawn data of every run; tick values chosen for the pixels there are."""
-        shown = [s for s in self.series if s.t_max > 0]
-        t_max = max((s.t_max for s in shown), default=0.0)
-        t_max = max(t_max, 1.0)
-        ranges = [s.y_range for s in shown if s.y_range is not None]
-        lo = min((r[0] for r in ranges), default=0.0)
-        hi = max((r[1] for r in ranges), default=MIN_SPAN_MIB)
-        if hi - lo < MIN_SPAN_MIB:
-            mid = (hi + lo) / 2
-            lo, hi = mid - MIN_SPAN_MIB / 2, mid + MIN_SPAN_MIB / 2
-        pad = 0.06 * (hi - lo)
-        last = max((s.last_index for s in shown), default=0.0)
-        ms = max((s.ms_max for s in shown), default=0.0)
-        scales = ((self._x, 0.0, t_max), (self._y, lo - pad, hi + pad), (self._dx, 0.0, max(last, 10.0)),
-                  (self._dy, 0.0, max(ms * 1.08, 1.0)))
+        t_max, lo, hi, last, ms = _extents(self.series)
+        scales = ((self._x, 0.0, t_max), (self._y, lo, hi), (self._dx, 0.0, last), (self._dy, 0.0, ms))
         for scale, a, b in scales:
             if (scale.min, scale.max) != (a, b):
                 with scale.hold_sync():
@@ -432,17 +420,10 @@ class Charts:
         plot_w = self.plot_width()
         rss_h = RSS_HEIGHT - RSS_MARGIN["top"] - RSS_MARGIN["bottom"]
         dur_h = DURATION_HEIGHT - DURATION_MARGIN["top"] - DURATION_MARGIN["bottom"]
-        self._set_ticks(self._x_axis, *nice_ticks(0.0, t_max, plot_w, _across))
-        self._set_ticks(self._y_axis, *nice_ticks(lo - pad, hi + pad, rss_h, _upright, gap=GAP_UPRIGHT))
-        self._set_ticks(self._dx_axis, *nice_ticks(0.0, max(last, 10.0), plot_w, _across, integer=True))
-        self._set_ticks(self._dy_axis, *nice_ticks(0.0, max(ms * 1.08, 1.0), dur_h, _upright, gap=GAP_UPRIGHT))
-
-    @staticmethod
-    def _set_ticks(axis: bq.Axis, ticks: np.ndarray, fmt: str) -> None:
-        old = axis.tick_values
-        if old is None or len(old) != len(ticks) or not np.array_equal(old, ticks) or axis.tick_format != fmt:
-            with axis.hold_sync():
-                axis.tick_values, axis.tick_format = ticks.astype(float), fmt
+        _set_ticks(self._x_axis, *nice_ticks(0.0, t_max, plot_w, _across))
+        _set_ticks(self._y_axis, *nice_ticks(lo, hi, rss_h, _upright, gap=GAP_UPRIGHT))
+        _set_ticks(self._dx_axis, *nice_ticks(0.0, last, plot_w, _across, integer=True))
+        _set_ticks(self._dy_axis, *nice_ticks(0.0, ms, dur_h, _upright, gap=GAP_UPRIGHT))
 
     def _draw_legend(self) -> None:
         current = self.series[-1] if self.series else None
@@ -470,3 +451,25 @@ class Charts:
         if self.duration_chart.title_style.get("fill") != colour:
             self.duration_chart.title_style = {"font-size": "13px", "fill": colour}
 
+
+def _extents(series: list[RunSeries]) -> tuple[float, float, float, float, float]:
+    """What the axes span over the runs drawn: (seconds, RSS change low and high in MiB with a
+    margin, last iteration, step ms); an RSS span of at least MIN_SPAN_MIB, so flat is flat."""
+    shown = [s for s in series if s.t_max > 0]
+    ranges = [s.y_range for s in shown if s.y_range is not None]
+    lo = min((r[0] for r in ranges), default=0.0)
+    hi = max((r[1] for r in ranges), default=MIN_SPAN_MIB)
+    if hi - lo < MIN_SPAN_MIB:
+        mid = (hi + lo) / 2
+        lo, hi = mid - MIN_SPAN_MIB / 2, mid + MIN_SPAN_MIB / 2
+    pad = 0.06 * (hi - lo)
+    return (max(max((s.t_max for s in shown), default=0.0), 1.0), lo - pad, hi + pad,
+            max(max((s.last_index for s in shown), default=0.0), 10.0),
+            max(max((s.ms_max for s in shown), default=0.0) * 1.08, 1.0))
+
+
+def _set_ticks(axis: bq.Axis, ticks: np.ndarray, fmt: str) -> None:
+    old = axis.tick_values
+    if old is None or len(old) != len(ticks) or not np.array_equal(old, ticks) or axis.tick_format != fmt:
+        with axis.hold_sync():
+            axis.tick_values, axis.tick_format = ticks.astype(float), fmt

@@ -13,8 +13,10 @@ what the first redraw would import or allocate for the first time is done at con
 
 Stop, Run again and Bisect work while a ``%%leakwatch`` cell runs when the kernel can deliver
 clicks (ipykernel >= 7 with the async cell rewrite of :mod:`.delivery`); otherwise the note under
-the banner says so. Run again and Bisect run as tasks on the kernel's loop (:mod:`.scheduler`),
-so Stop keeps working during them and each configuration is overlaid as its own series.
+the banner says so. What the buttons do is the engine's run-control state machine
+(:class:`~leakwidget.engine.scheduler.Scheduler`: idle, running, stopping, bisecting, comparing);
+the dashboard is its view. Run again and Bisect run as tasks on the kernel's loop, so Stop keeps
+working during them and each configuration is overlaid as its own series.
 
 The DOM contract the browser tests rely on is in docs/widget.md.
 """
@@ -31,27 +33,29 @@ import ipywidgets as widgets
 import numpy as np
 from IPython import get_ipython
 
-from ..engine.compare import CompareResult
 from ..engine.observer import BaseObserver, RunControl, view_interval
 from ..engine.records import IterationRecord
 from ..engine.result import WatchResult
+from ..engine.scheduler import ControlState, Scheduler
 from ..engine.search import BisectResult
 from ..engine.spec import WatchSpec
 from ..engine.verdict import Verdict
+from ..engine.workers.compare import CompareResult
 from ..report.svg import result_mimebundle
-from ..stages import Stage, StageState
+from ..stages import Stage
 from . import delivery
 from .banner import (
     Banner,
     banner_html,
     bisect_banner,
+    compare_banner,
     details_html,
     final_banner,
     live_banner,
     note_html,
 )
 from .charts import Charts, RunData, RunSeries
-from .scheduler import Scheduler
+from .controls import Controls
 from .strip import PipelineStrip
 
 __all__ = ["Dashboard", "show_dashboard"]
@@ -82,51 +86,18 @@ class Dashboard(widgets.VBox, BaseObserver):
         self.charts = Charts(self.max_points)
         self.rss_chart, self.duration_chart = self.charts.rss_chart, self.charts.duration_chart
         self.legend = self.charts.legend
-        self.stop_button = widgets.Button(description="Stop", icon="stop", disabled=True,
-                                          button_style="danger", _dom_classes=["leakwidget-stop"])
-        self.run_again_button = widgets.Button(description="Run again", icon="repeat", disabled=True,
-                                               tooltip="Run the step again, with the pipeline strip's "
-                                                       "on / serial / off choices",
-                                               _dom_classes=["leakwidget-run-again"])
-        self.bisect_button = widgets.Button(
-            description="Bisect", icon="search", disabled=True, layout=widgets.Layout(display="none"),
-            tooltip="Find the stage(s) whose being on makes memory grow", _dom_classes=["leakwidget-bisect"],
-        )
-        # Offered when the growth is memory the allocator keeps: the same watch under other
-        # allocators, side by side (an allocator only acts on a process started with it).
-        self.try_fix_button = widgets.Button(
-            description="Try the fix", icon="flask", disabled=True, layout=widgets.Layout(display="none"),
-            tooltip="Run the step under glibc, MALLOC_ARENA_MAX=2, jemalloc and tcmalloc, each in a "
-                    "fresh worker, and compare their growth", _dom_classes=["leakwidget-try-fix"],
-        )
-        # Offered when the growth is native memory seen without its call stacks: the same watch
-        # again with memray tracing a window of iterations (--native).
-        self.native_button = widgets.Button(
-            description="Native call stacks", icon="sitemap", disabled=True, layout=widgets.Layout(display="none"),
-            tooltip="Run the step again with memray tracing a window of iterations, to see the C/C++ "
-                    "and Python call stacks of the memory allocated and not freed",
-            _dom_classes=["leakwidget-native"],
-        )
-        # A row that wraps, with room for more buttons.
-        self.controls = widgets.HBox([self.stop_button, self.run_again_button, self.bisect_button,
-                                      self.try_fix_button, self.native_button],
-                                     layout=widgets.Layout(flex_flow="row wrap"),
-                                     _dom_classes=["leakwidget-controls"])
         self.strip = PipelineStrip()
+        self.scheduler = Scheduler(self)  # what the buttons do; this is its view
+        self.controls = Controls(self.scheduler, self.strip.toggles)
+        c = self.controls
+        self.stop_button, self.run_again_button, self.bisect_button = c.stop_button, c.run_again_button, c.bisect_button
+        self.try_fix_button, self.native_button = c.try_fix_button, c.native_button
         self.children = [self.banner, self.details, self.note, self.controls, self.rss_chart, self.legend,
                          self.duration_chart]
-        self.scheduler = Scheduler(self)
-        self.stop_button.on_click(lambda _b: self.scheduler.stop())
-        self.run_again_button.on_click(lambda _b: self.scheduler.run_again())
-        self.bisect_button.on_click(lambda _b: self.scheduler.bisect())
-        self.try_fix_button.on_click(lambda _b: self.scheduler.try_fix())
-        self.native_button.on_click(lambda _b: self.scheduler.native_stacks())
         self.strip.observe(self._on_states_change, names="states")
         self.last_result: WatchResult | None = None
         self.last_bisect: BisectResult | None = None
         self.last_compare: CompareResult | None = None
-        self.run: RunControl | None = None  # the run being shown, while it runs
-        self.spec: WatchSpec | None = None  # the last run's spec (Run again starts from it)
         self._lock = threading.RLock()  # one redraw at a time
         self._data_lock = threading.Lock()  # the buckets: filled by two threads, read by redraws
         self._current: RunSeries | None = None
@@ -134,7 +105,6 @@ class Dashboard(widgets.VBox, BaseObserver):
         self._verdict = Verdict("inconclusive")
         self._stages: list[Stage] = []
         self._last_draw = -np.inf
-        self._runs = 0
         self._report: Any = None  # the display handle of the text report under the dashboard
         self._rehearse()
 
@@ -188,23 +158,21 @@ class Dashboard(widgets.VBox, BaseObserver):
     # ------------------------------------------------------------------ the stream
     def on_start(self, run: RunControl) -> None:
         with self._lock:
-            self.run, self.spec = run, run.spec
-            self._runs += 1
-            label = run.label or (f"run {self._runs}" if self._runs == 1
-                                  else f"run {self._runs}: {run.spec.toggles}")
+            self.scheduler.started(run)
+            n = self.scheduler.runs
+            label = run.label or (f"run {n}" if n == 1 else f"run {n}: {run.spec.toggles}")
             with self._data_lock:
                 self._data.clear()
             self._current = self.charts.new_series(label)
             self._verdict = Verdict("inconclusive")
             self._last_draw = -np.inf
-            self.stop_button.disabled = False
-            self.run_again_button.disabled = False
+            self.controls.started()
             self._set_banner(Banner("running", f"Running {label}\u2026"), running=True)
             if self.scheduler.bisecting:
                 note = "Bisecting: each configuration is drawn as its own run."
             else:
                 note = "" if delivery.clicks_delivered(run, get_ipython()) else delivery.NO_DELIVERY_NOTE
-            self.note.value = note_html(note)
+            self.say(note)
 
     def on_stages(self, stages: Sequence[Stage]) -> None:
         with self._lock:
@@ -244,13 +212,7 @@ class Dashboard(widgets.VBox, BaseObserver):
             self._guarded(lambda: self._draw_full(result))
             self._show_stages(prune_wishes=True)
             self.last_result = result
-            self.run = None
-            att, idle = result.attribution, not self.scheduler.bisecting
-            _offer(self.try_fix_button, idle and att is not None and att.kind == "allocator")
-            _offer(self.native_button, idle and att is not None and att.kind == "native"
-                   and att.native_window is None)
-            self.stop_button.disabled = True
-            self.run_again_button.disabled = False
+            self.controls.finished(result)
             if self._report is not None:
                 self._guarded(lambda: self.show_report(result))
             self.scheduler.finished()
@@ -261,7 +223,7 @@ class Dashboard(widgets.VBox, BaseObserver):
         try:
             draw()
         except Exception as exc:
-            self.note.value = note_html(f"The dashboard could not redraw: {type(exc).__name__}: {exc}")
+            self.say(f"The dashboard could not redraw: {type(exc).__name__}: {exc}")
 
     def _draw_rss(self) -> None:
         with self._data_lock:
@@ -295,9 +257,7 @@ class Dashboard(widgets.VBox, BaseObserver):
         self.strip.show(self._stages)
         if self._stages and self.strip not in self.children:
             self.children = [*self.children, self.strip]
-        toggleable = any(s.toggleable for s in self._stages)
-        self.bisect_button.layout.display = None if toggleable else "none"
-        self.bisect_button.disabled = not toggleable or self.scheduler.bisecting
+        self.controls.offer_bisect(any(s.toggleable for s in self._stages))
         if prune_wishes and self.strip.states:
             # Wishes the run just fulfilled are forgotten.
             done = {(s.id, s.state) for s in self._stages}
@@ -308,36 +268,32 @@ class Dashboard(widgets.VBox, BaseObserver):
         if not change["new"]:
             return
         what = ", ".join(f"{k} {v}" for k, v in sorted(change["new"].items()))
-        when = "after this run" if self.run is not None else "now"
-        self.note.value = note_html(f"Next configuration: {what}. Click Run again to run it ({when}).")
+        when = "after this run" if self.scheduler.run is not None else "now"
+        self.say(f"Next configuration: {what}. Click Run again to run it ({when}).")
 
-    def next_spec(self) -> WatchSpec:
-        """The spec of the last run with the strip's on/serial/off wishes applied."""
-        if self.spec is None:
-            raise RuntimeError("no watch has run in this dashboard yet")
-        spec = self.spec
-        states = self.strip.effective_states()
-        ids_and_kinds = set(states) | {s["kind"] for s in self.strip.stages}
-        off = [e for e in spec.off if e not in ids_and_kinds]
-        serial = [e for e in spec.serial if e not in ids_and_kinds]
-        off += [sid for sid, st in states.items() if st == "off"]
-        serial += [sid for sid, st in states.items() if st == "serial"]
-        toggled = dataclasses.replace(spec, off=tuple(off), serial=tuple(serial), label="")
-        return dataclasses.replace(toggled, label=f"run {self._runs + 1}: {toggled.toggles}")
+    def say(self, text: str) -> None:
+        self.note.value = note_html(text)
+
+    def show_state(self, state: ControlState, was: ControlState) -> None:
+        """The scheduler's state changed: the strip and Bisect rest while a search runs; a
+        bisection's culprit marks go once another run has ended."""
+        self.strip.disabled = self.scheduler.bisecting
+        self.controls.offer_bisect(any(s.toggleable for s in self._stages))
+        if state == "idle" and was in ("running", "stopping"):
+            self.strip.culprits = []
 
     def show_bisect(self, result: BisectResult, restore: WatchSpec | None = None) -> None:
         """The bisection's answer as the headline, its culprits marked in the strip, and the strip
         back in the user's own configuration (``restore``, the spec the search started from; by
-        default the last run's with every stage on), so Run again runs what the user had.
+        default the last run's with every stage as written: see ``Scheduler.restore``), so Run
+        again runs what the user had.
 
         Called after the Bisect button's search, and after ``%%leakwatch --bisect``.
         """
         with self._lock:
-            base = restore if restore is not None else (
-                dataclasses.replace(self.spec, off=(), serial=(), label="") if self.spec is not None else None)
+            base = restore if restore is not None else self.scheduler.restore()
             if base is not None:
-                self.spec = base
-                self._stages = [dataclasses.replace(s, state=_state_in(s, base)) for s in self._stages]
+                self._stages = [dataclasses.replace(s, state=base.toggles.state_for(s)) for s in self._stages]
                 self.strip.show(self._stages)
                 self.strip.states = {}
             self.strip.culprits = [c.id for c in result.culprits]
@@ -350,27 +306,10 @@ class Dashboard(widgets.VBox, BaseObserver):
         """A comparison's answer (the variant that grew least) as the headline; its table in the
         details. Each variant's run was overlaid as its own series while it ran."""
         with self._lock:
-            rows = str(result).split("\n")
-            best = result.best
-            kind = "stable" if best is not None and best != result.variants[0].name else "inconclusive"
-            self._set_banner(Banner(kind, result.summary, tuple(r for r in rows[1:] if r.strip())),
-                             running=False, verdict=kind)
+            banner = compare_banner(result)
+            self._set_banner(banner, running=False, verdict=banner.kind)
             self.note.value = ""
             self.last_compare = result
-
-
-def _offer(button: widgets.Button, offered: bool) -> None:
-    button.layout.display = None if offered else "none"
-    button.disabled = not offered
-
-
-def _state_in(stage: Stage, spec: WatchSpec) -> StageState:
-    """The state ``spec`` gives ``stage`` (its id or its kind listed as off or serial)."""
-    if stage.id in spec.off or stage.kind in spec.off:
-        return "off"
-    if stage.id in spec.serial or stage.kind in spec.serial:
-        return "serial"
-    return "on"
 
 
 def report_text(banner: Banner, *, lines: int | None = None) -> str:

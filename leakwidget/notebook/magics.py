@@ -39,16 +39,16 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 
 from ..engine.arguments import non_negative_int, positive_float, positive_int, size
 from ..engine.bisect import run_bisection
-from ..engine.cluster import ClusterError, connect
-from ..engine.compare import CompareResult, run_compare
-from ..engine.isolate import IsolationError, run_watch
 from ..engine.kinds import ALLOCATORS
 from ..engine.observer import Observer
 from ..engine.result import WatchResult
 from ..engine.search import BisectResult
 from ..engine.spec import WatchSpec
 from ..engine.watch import NO_PAUSE, Pause, WatchAlreadyRunning, YieldToLoop, run_sync
-from ..stages import parse_ids
+from ..engine.workers.cluster import ClusterError, connect
+from ..engine.workers.compare import CompareResult, run_compare
+from ..engine.workers.isolate import IsolationError, run_watch
+from ..stages import Toggles, parse_ids
 from . import delivery
 from .progress import ProgressLine
 from .shipping import ship_cell
@@ -232,7 +232,7 @@ class CellRun:
             step, setup = cell.step, cell.setup
         self.spec = WatchSpec(
             step=step, setup=setup if setup_code is not None else None, iterations=a.iterations,
-            seconds=a.seconds, warmup=a.warmup, max_rss=a.max_rss, off=a.off, serial=a.serial,
+            seconds=a.seconds, warmup=a.warmup, max_rss=a.max_rss, toggles=Toggles.parse(a.off, a.serial),
             trace=a.trace, lines=a.lines, native=a.native, code=step_code, exact_peaks=a.exact_peaks,
             isolate=a.isolate, env=tuple(a.env), allocator=a.allocator,
         )

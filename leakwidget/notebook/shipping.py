@@ -19,7 +19,7 @@ import types
 import cloudpickle
 from IPython.core.error import UsageError
 
-from ..engine.cell import CellCode
+from .cell import CellCode
 
 # IPython's own names in a user namespace: never what a cell means to ship.
 _SHELL_NAMES = {"In", "Out", "_", "__", "___", "_ih", "_oh", "_dh", "_ii", "_iii", "exit", "quit",

@@ -1,8 +1,9 @@
 """The pipeline strip: the recorded stages, left to right; a click cycles a stage's states.
 
 An anywidget whose front end is ``js/src/pipeline.js`` (one source: an installed wheel carries it
-as ``leakwidget/static/pipeline.js``). Which states a stage can take comes from
-:attr:`leakwidget.stages.Stage.states`; the strip only shows and validates them.
+as ``leakwidget/static/pipeline.js``). Which states a stage can take, and why not more, come from
+:class:`leakwidget.stages.Stage`; the strip only shows and validates them, and sends the user's
+wishes as :class:`~leakwidget.stages.Toggles`.
 """
 
 from __future__ import annotations
@@ -14,23 +15,13 @@ from typing import Any
 import anywidget
 import traitlets
 
-from ..stages import STAGE_STATES, Stage
+from ..stages import STAGE_STATES, WHY_NO_SERIAL, Stage, Toggles
 from ..stages.tfdata.pseudo import PSEUDO_STAGES
 
 MAX_STAGES = 200  # a strip wider than this is unreadable anyway
 
 _PACKAGED = Path(__file__).resolve().parent.parent / "static"
 _SOURCE = Path(__file__).resolve().parents[2] / "js" / "src"
-
-# Why a stage stays on when clicked: shown in its tooltip. Kinds not listed get the last entry.
-FIXED_REASONS = {
-    "batch": "it makes the batches the rest of the pipeline receives",
-    "padded_batch": "it makes the batches the rest of the pipeline receives",
-    "repeat": "it decides how many elements there are",
-    "from_generator": "it is the source of the elements",
-    "": "it is a source, or its output is what the rest of the pipeline needs as it is",
-}
-NO_SERIAL = "it already works on one element at a time, so a click switches it between on and off"
 
 
 def js_module(name: str) -> Path:
@@ -54,9 +45,9 @@ def stage_dict(stage: Stage) -> dict:
     d["args"] = {str(k): str(v) for k, v in d["args"].items()}
     d["group"] = "tensorflow" if stage.id in PSEUDO_STAGES else "pipeline"
     if not stage.toggleable:
-        d["why"] = f"Cannot be switched off: {FIXED_REASONS.get(stage.kind, FIXED_REASONS[''])}."
+        d["why"] = f"Cannot be switched off: {stage.why_fixed}."
     elif not stage.parallel:
-        d["why"] = f"No serial form: {NO_SERIAL}."
+        d["why"] = f"No serial form: {WHY_NO_SERIAL}."
     else:
         d["why"] = ""
     return d
@@ -91,3 +82,7 @@ class PipelineStrip(anywidget.AnyWidget):
     def effective_states(self) -> dict[str, str]:
         """State of every recorded stage: the user's wish, else what the last run recorded."""
         return {s["id"]: self.states.get(s["id"], s["state"]) for s in self.stages}
+
+    def toggles(self) -> Toggles:
+        """What the next run asks of the stages shown (see :meth:`Toggles.from_strip`)."""
+        return Toggles.from_strip(self.effective_states(), [s["kind"] for s in self.stages])

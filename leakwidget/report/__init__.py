@@ -1,18 +1,8 @@
-"""Static renderings of a result (no widgets): the SVG chart nbconvert and GitHub show.
+"""Static renderings of a result (no widgets): the SVG chart nbconvert and GitHub show, the
+self-contained HTML page ``save_html`` writes, a comparison's overlaid chart.
 
-Importing this package registers the chart as the ``image/svg+xml`` part of every
-``WatchResult``'s display, and the self-contained HTML page ``WatchResult.save_html`` writes
-(html.py), which the engine cannot import itself.
+Renderers follow one small Protocol (:class:`.render.Renderer`) and are imported where they are
+used; nothing registers itself. They read a result through Protocols of what they draw
+(``svg.Drawable``, ``html.Exported``, ``compare.Compared``) and need of the engine only its words
+(``engine.units``, ``engine.verdict``), so the engine's results can draw themselves with them.
 """
-
-from __future__ import annotations
-
-from ..engine import compare as _compare
-from ..engine import result as _result
-from .compare import render_compare_svg
-from .html import render_result_html
-from .svg import render_svg
-
-_result.RENDERERS["image/svg+xml"] = render_svg
-_compare.RENDERERS["image/svg+xml"] = render_compare_svg  # leakwidget.compare's overlaid chart
-_result.DOCUMENTS["html"] = render_result_html

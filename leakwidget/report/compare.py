@@ -1,27 +1,50 @@
 """A static picture of a comparison: each variant's RSS growth against time, overlaid.
 
 Growth (RSS minus the variant's own baseline) rather than RSS: the allocators start from
-different footprints, and the question is which one keeps growing. Registered as the
+different footprints, and the question is which one keeps growing. :data:`CHART` is the
 ``image/svg+xml`` part of every ``CompareResult``'s display (nbconvert and GitHub show it).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from html import escape
+from typing import Protocol
 
 import numpy as np
 
-from ..engine.compare import CompareResult
 from ..engine.units import format_bytes
+from ..engine.verdict import Verdict
 from .decimate import minmax
+from .render import Drawing
 from .svg import KIND_COLOURS, MIB, PALETTE, _fmt, _nice_ticks
 
-__all__ = ["render_compare_svg"]
+__all__ = ["CHART", "Compared", "render_compare_svg"]
+
+
+class _Named(Protocol):
+    name: str
+
+
+class _Run(Protocol):
+    samples: np.ndarray  # (t, rss) rows
+    baseline_rss: int
+    verdict: Verdict
+
+
+class Compared(Protocol):
+    """What the chart reads of a comparison (a CompareResult)."""
+
+    variants: Sequence[_Named]
+    results: Sequence[_Run]
+    summary: str
+
+    def growth(self, name: str) -> float | None: ...
 
 _POINTS = 600  # per variant
 
 
-def render_compare_svg(result: CompareResult, width: int = 640, height: int = 320) -> str:
+def render_compare_svg(result: Compared, width: int = 640, height: int = 320) -> str:
     curves = []
     for i, (variant, r) in enumerate(zip(result.variants, result.results, strict=True)):
         t, rss = (r.samples[:, 0], r.samples[:, 1]) if r.samples.size else (np.zeros(0), np.zeros(0))
@@ -74,3 +97,6 @@ def render_compare_svg(result: CompareResult, width: int = 640, height: int = 32
                    f'fill="{KIND_COLOURS.get(r.verdict.kind, "#333")}">{escape(words)}</text>')
     out.append("</svg>")
     return "\n".join(out)
+
+
+CHART = Drawing("image/svg+xml", render_compare_svg)  # a comparison's picture

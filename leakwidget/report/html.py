@@ -18,17 +18,18 @@ import datetime as _dt
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from html import escape
+from typing import Protocol
 
 import numpy as np
 
-from ..engine.result import WatchResult, retention_summary
 from ..engine.units import format_bytes, format_duration, rss_travel
-from ..engine.verdict import Verdict
+from ..engine.verdict import Verdict, retention_summary
 from .decimate import minmax
 from .rates import rates
+from .render import Drawing
 from .svg import KIND_COLOURS, PALETTE, projection_text, render_svg
 
-__all__ = ["SavedRun", "render_html", "render_result_html"]
+__all__ = ["PAGE", "Exported", "SavedRun", "render_html", "render_result_html"]
 
 _DURATION_POINTS = 1200
 
@@ -75,7 +76,13 @@ class SavedRun:
         return np.asarray([row[name] for row in self._rows], dtype=float)
 
 
-def render_result_html(result: WatchResult) -> str:
+class Exported(Protocol):
+    """What the page reads of a result: its exported form (a WatchResult's JSON)."""
+
+    def to_json(self) -> str: ...
+
+
+def render_result_html(result: Exported) -> str:
     """The page of a result (what ``WatchResult.save_html`` writes)."""
     return render_html(json.loads(result.to_json()))
 
@@ -300,3 +307,6 @@ def _or_dash(v: object, dash: str = "\u2014") -> str:
 
 def _number(v: object, default: float) -> float:
     return default if v is None else float(v)
+
+
+PAGE = Drawing("text/html", render_result_html)  # a result's page, whole (save_html)

@@ -1,8 +1,8 @@
 """A static picture of a watch: inline SVG of RSS against time, with the fit and the verdict.
 
 Where no widget can render (nbviewer, GitHub, ``jupyter nbconvert``, a closed notebook), the
-result's ``_repr_mimebundle_`` offers ``image/svg+xml`` from :func:`render_svg`, so the outcome is
-still visible. Pure Python + numpy: no matplotlib, no IPython, no widgets.
+result's ``_repr_mimebundle_`` offers ``image/svg+xml`` from :data:`CHART`, so the outcome is still
+visible. Pure Python + numpy: no matplotlib, no IPython, no widgets.
 
 Also holds the presentation constants the live dashboard shares with the picture (colours by
 verdict kind, the series palette), so both look the same.
@@ -17,14 +17,14 @@ from typing import Protocol
 
 import numpy as np
 
-from ..engine.result import WatchResult
 from ..engine.units import format_duration
 from ..engine.verdict import Verdict
 from .decimate import minmax
+from .render import Drawing, mimebundle
 from .trend import trend_line
 
 __all__ = [
-    "KIND_COLOURS", "PALETTE", "projection_text", "record_columns", "render_svg",
+    "CHART", "KIND_COLOURS", "PALETTE", "Drawable", "projection_text", "record_columns", "render_svg",
     "result_mimebundle", "warmup_end_time",
 ]
 
@@ -51,6 +51,15 @@ class Columns(Protocol):
     """Iteration records by field: a WatchResult, or a view's own RecordLog."""
 
     def column(self, name: str) -> np.ndarray: ...
+
+
+class Drawable(Columns, Protocol):
+    """What the chart reads of a result: a WatchResult, or a saved one (html.SavedRun)."""
+
+    samples: np.ndarray  # (t, rss) rows
+    verdict: Verdict
+    retention: bool  # growth the allocator keeps: not drawn as a leak
+    summary: str
 
 
 def samples_of(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -164,7 +173,7 @@ class _Frame:
         return out
 
 
-def render_svg(result: WatchResult, width: int = 640, height: int = 300) -> str:
+def render_svg(result: Drawable, width: int = 640, height: int = 300) -> str:
     """Inline SVG of a finished watch: RSS (MiB) against time, setup and warm-up shaded, the
     verdict's trend dashed on the data from its onset to the last iteration.
 
@@ -221,15 +230,10 @@ def render_svg(result: WatchResult, width: int = 640, height: int = 300) -> str:
     return "\n".join(out)
 
 
-def result_mimebundle(result: WatchResult) -> dict[str, str]:
-    """What ``WatchResult._repr_mimebundle_`` returns: text/plain and image/svg+xml.
+CHART = Drawing("image/svg+xml", render_svg)  # a result's picture
 
-    A picture that cannot be drawn must not hide the text report, so drawing errors leave the
-    bundle with text/plain only.
-    """
-    bundle = {"text/plain": str(result)}
-    try:
-        bundle["image/svg+xml"] = render_svg(result)
-    except Exception:  # the text report is the part that must always show
-        pass
-    return bundle
+
+def result_mimebundle(result: Drawable) -> dict[str, str]:
+    """What a notebook shows of a result (``WatchResult._repr_mimebundle_``, and the dashboard
+    after a run): text/plain and the chart; text/plain alone if the chart cannot be drawn."""
+    return mimebundle(result, [CHART])

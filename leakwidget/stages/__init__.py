@@ -1,7 +1,9 @@
 """Stages: the parts of an input pipeline that leakwidget can record, switch off or make serial.
 
-``session(off=..., serial=...)`` returns a :class:`StageSession`, a context manager the runner
-enters around setup and every step. While it is entered:
+``session(toggles)`` (or ``session(off=..., serial=...)``) returns a :class:`StageSession`, a
+context manager the runner enters around setup and every step; :class:`Toggles` (toggles.py) is
+what a run asks of its stages, and :class:`Stage` (stage.py) holds the on / serial / off rules.
+While it is entered:
 
 * if TensorFlow is imported (or gets imported by the user's code), ``tf.data`` is patched at
   class level so every stage the code builds is recorded, and the stages named in ``off`` /
@@ -23,9 +25,11 @@ from __future__ import annotations
 
 from .session import StageSession, active_session, session
 from .sites import caller_site, format_site, is_cell_file, short_repr
-from .stage import STAGE_STATES, Stage, StageState, parse_ids
+from .stage import STAGE_STATES, WHY_NO_SERIAL, Stage, StageState
+from .toggles import AS_WRITTEN, Toggles, parse_ids
 
 __all__ = [
-    "STAGE_STATES", "Stage", "StageSession", "StageState", "active_session", "caller_site",
-    "format_site", "is_cell_file", "parse_ids", "session", "short_repr",
+    "AS_WRITTEN", "STAGE_STATES", "WHY_NO_SERIAL", "Stage", "StageSession", "StageState", "Toggles",
+    "active_session", "caller_site", "format_site", "is_cell_file", "parse_ids", "session",
+    "short_repr",
 ]

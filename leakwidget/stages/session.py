@@ -16,7 +16,8 @@ from typing import Any
 # from there would be a cycle); is_cell_file stays importable from here.
 from . import tfdata
 from .sites import caller_site, format_site, short_repr
-from .stage import Stage, parse_ids
+from .stage import Stage, StageState
+from .toggles import AS_WRITTEN, Toggles
 
 _ACTIVE: StageSession | None = None
 _ACTIVE_LOCK = threading.Lock()
@@ -28,11 +29,10 @@ def active_session() -> StageSession | None:
 
 
 class StageSession:
-    """Records stages and applies off/serial while entered. Re-enterable, not nestable."""
+    """Records stages and applies the toggles while entered. Re-enterable, not nestable."""
 
-    def __init__(self, off: str | Iterable[str] = (), serial: str | Iterable[str] = ()) -> None:
-        self.off: tuple[str, ...] = parse_ids(off, "off")
-        self.serial: tuple[str, ...] = parse_ids(serial, "serial")
+    def __init__(self, toggles: Toggles = AS_WRITTEN) -> None:
+        self.toggles = toggles
         self._stages: dict[tuple, Stage] = {}
         self._ids: set[str] = set()
         self._notes: list[str] = []
@@ -71,14 +71,6 @@ class StageSession:
         return None
 
     # -- recording ----------------------------------------------------------------------------
-    def state_of(self, stage_id: str, kind: str) -> str:
-        """"off", "serial" or "on" for a stage with this id and kind."""
-        if stage_id in self.off or kind in self.off:
-            return "off"
-        if stage_id in self.serial or kind in self.serial:
-            return "serial"
-        return "on"
-
     def record(
         self,
         kind: str,
@@ -135,29 +127,18 @@ class StageSession:
             key = next(k for k, v in self._stages.items() if v is st)
             self._stages[key] = self._stages.pop(key)
 
-    def _effective_state(self, st: Stage) -> str:
-        wanted = self.state_of(st.id, st.kind)
-        if wanted == "off" and not st.toggleable:
-            if st.parallel:
-                self._note_once(
-                    f"off:{st.id}",
-                    f"{st.id} cannot be switched off ({_WHY_NOT_TOGGLEABLE.get(st.kind, 'it has no neutral substitute')}); "
-                    f"it runs serial instead.",
-                )
-                return "serial"
-            self._note_once(
-                f"off:{st.id}",
-                f"{st.id} cannot be switched off ({_WHY_NOT_TOGGLEABLE.get(st.kind, 'it has no neutral substitute')}); "
-                "it stays on.",
-            )
-            return "on"
-        if wanted == "serial" and not st.parallel:
-            if st.id in self.serial:  # a bare kind asking for serial is not worth a note per stage
-                self._note_once(
-                    f"serial:{st.id}", f"{st.id} has no parallelism; --serial leaves it as it is."
-                )
-            return "on"
-        return wanted
+    def _effective_state(self, st: Stage) -> StageState:
+        """What ``st`` runs as (the stage's rule), noting once why it is less than asked."""
+        wanted = self.toggles.wanted(st.id, st.kind)
+        state = st.takes(wanted)
+        if state == wanted:
+            return state
+        if wanted == "off":
+            instead = "it runs serial instead" if state == "serial" else "it stays on"
+            self._note_once(f"off:{st.id}", f"{st.id} cannot be switched off ({st.why_fixed}); {instead}.")
+        elif st.id in self.toggles.names:  # a bare kind asking for serial is not worth a note per stage
+            self._note_once(f"serial:{st.id}", f"{st.id} has no parallelism; --serial leaves it as it is.")
+        return state
 
     def add_note(self, text: str) -> None:
         with self._lock:
@@ -177,7 +158,8 @@ class StageSession:
         with self._lock:
             ids = {s.id for s in self._stages.values()}
             kinds = {s.kind for s in self._stages.values()}
-        unknown = [n for n in dict.fromkeys(self.off + self.serial) if n not in ids and n not in kinds]
+        asked = self.toggles.off + self.toggles.serial
+        unknown = [n for n in asked if n not in ids and n not in kinds]
         if not unknown:
             return None
         if not ids:
@@ -220,7 +202,7 @@ class StageSession:
         try:
             if self._tf_available is None:
                 self._tf_available = _tensorflow_installed()
-                if not self._tf_available and (self.off or self.serial):
+                if not self._tf_available and self.toggles:
                     self.add_note(
                         "TensorFlow is not installed: --off/--serial do nothing for tf.data; they "
                         "only act on functions decorated with @leakwidget.stage."
@@ -275,21 +257,14 @@ class StageSession:
         self.first_results.clear()
 
     def __repr__(self) -> str:
-        return f"StageSession(off={self.off}, serial={self.serial}, stages={len(self._stages)})"
+        return f"StageSession(toggles={str(self.toggles)!r}, stages={len(self._stages)})"
 
 
-_WHY_NOT_TOGGLEABLE = {
-    "repeat": "it sets the number of epochs",
-    "batch": "it defines the element structure",
-    "padded_batch": "it defines the element structure",
-    "from_generator": "it is the source of the elements",
-    "TFRecordDataset": "it is the source; off means one reader, and it has only one",
-}
-
-
-def session(off: str | Iterable[str] = (), serial: str | Iterable[str] = ()) -> StageSession:
-    """A StageSession for a watch: ``with session(off=["map@4"]): ...``."""
-    return StageSession(off=off, serial=serial)
+def session(off: str | Iterable[str] = (), serial: str | Iterable[str] = (), *,
+            toggles: Toggles | None = None) -> StageSession:
+    """A StageSession for a watch: ``with session(toggles): ...``, or ``session(off=["map@4"])``
+    (ids and kinds as ``--off`` / ``--serial`` take them)."""
+    return StageSession(toggles if toggles is not None else Toggles.parse(off, serial))
 
 
 # --------------------------------------------------------------------------------------------

@@ -71,6 +71,7 @@ from .constants import (
 from .decision import decide
 from .model import Verdict
 from .stats import Trend, batches, detect_warmup, effective_rises, robust_sigma, theil_sen, trend
+from .words import retention_summary
 
 __all__ = [
     "BLOCK_BYTES",
@@ -90,6 +91,7 @@ __all__ = [
     "decide",
     "detect_warmup",
     "effective_rises",
+    "retention_summary",
     "robust_sigma",
     "theil_sen",
     "trend",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from ..units import format_bytes, format_duration, format_range
@@ -187,3 +188,9 @@ def _doubt(doubt: Doubt) -> str:
             )
         case NoFit():
             return "the data do not fit a leak, a plateau or a stable level"
+
+
+def retention_summary(verdict_summary: str) -> str:
+    """A leak verdict's sentence as it reads when the growth is memory the allocator keeps."""
+    # "Leak: +X per iteration", "Leak, slowing down: ..." -> "RSS growth: ...", "RSS growth, ...".
+    return "Growing, but not a leak of your code: " + re.sub(r"^Leak\b", "RSS growth", verdict_summary)

@@ -21,23 +21,23 @@ from typing import Any
 
 import numpy as np
 
+from ...report.compare import CHART
+from ...report.render import mimebundle
+from ...stages import Toggles
+from ..kinds import ALLOCATORS, Allocator
+from ..observer import Observer
+from ..result import WatchResult
+from ..spec import WatchSpec
+from ..units import format_bytes, parse_size
+from ..watch import NO_PAUSE, Pause, YieldToLoop, run_sync
 from .hub import Hub
 from .isolate import IsolatedRun, allocator_library, drive
-from .kinds import ALLOCATORS, Allocator
-from .observer import Observer
 from .parallel import free_cores
-from .result import WatchResult
 from .sequence import OneAtATime
-from .spec import WatchSpec
-from .units import format_bytes, parse_size
-from .watch import NO_PAUSE, Pause, YieldToLoop, run_sync
 
 __all__ = ["DEFAULT_VARIANTS", "CompareResult", "Variant", "compare", "run_compare"]
 
 DEFAULT_SECONDS = 30.0
-
-# Static pictures of a comparison (the report floor registers its overlaid chart here).
-RENDERERS: dict[str, Callable[[CompareResult], str]] = {}
 
 
 @dataclass(frozen=True)
@@ -146,13 +146,8 @@ class CompareResult:
         return f"<CompareResult {', '.join(v.name for v in self.variants)}; best: {self.best}>"
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict:
-        bundle = {"text/plain": str(self)}
-        for mime, render in RENDERERS.items():
-            try:
-                bundle[mime] = render(self)
-            except Exception:  # a picture must never hide the table
-                pass
-        return bundle
+        """The table and the overlaid chart."""
+        return mimebundle(self, [CHART])
 
 
 def variant_spec(spec: WatchSpec, variant: Variant, seconds: float | None) -> WatchSpec:
@@ -197,10 +192,12 @@ def compare(step: Callable, setup: Callable | None = None, *,
             variants: Iterable[Variant | str | Mapping] | None = None, seconds: float | None = None,
             iterations: int | None = None, jobs: int | None = None,
             max_rss: int | str | None = None, observers: Sequence[Observer] = (),
+            off: Iterable[str] | str = (), serial: Iterable[str] | str = (),
             **watch_options: Any) -> CompareResult:
     """Run ``step`` (and ``setup``) under each variant in fresh worker processes and compare
     their memory: by default glibc, ``MALLOC_ARENA_MAX=2``, jemalloc and tcmalloc. A variant is
     an allocator name, ``"NAME=VALUE"``, or a dict with ``name``, ``env`` and ``allocator``."""
     spec = WatchSpec(step=step, setup=setup, iterations=iterations, seconds=seconds,
-                     max_rss=parse_size(max_rss) if max_rss is not None else None, **watch_options)
+                     max_rss=parse_size(max_rss) if max_rss is not None else None,
+                     toggles=Toggles.parse(off, serial), **watch_options)
     return run_sync(run_compare(spec, variants, observers=observers, pause=NO_PAUSE, jobs=jobs))

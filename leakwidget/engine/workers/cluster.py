@@ -18,20 +18,23 @@ import pickle
 import threading
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import cloudpickle
 import numpy as np
 
-from .attribution import Tracker
+from ..attribution import Tracker
+from ..kinds import StopReason
+from ..observer import BaseObserver, Guard, Observer, RunControl
+from ..records import IterationRecord
+from ..result import WatchResult
+from ..spec import WatchSpec
+from ..verdict import Verdict
+from ..watch import Watch
 from .hub import Hub
-from .kinds import StopReason
-from .observer import BaseObserver, Observer, RunControl
-from .records import IterationRecord
-from .result import WatchResult
-from .spec import WatchSpec
-from .verdict import Verdict
-from .watch import Watch
+from .sequence import Elsewhere, replay
+from .worker import Job
 
 __all__ = ["ClusterError", "DaskRun", "connect", "run_task"]
 
@@ -95,13 +98,23 @@ class _StopWhenSet(BaseObserver):
         self._done.set()
 
 
+@dataclass
+class Task:
+    """One configuration as a Dask task: the watch as a worker process gets it, and its guard,
+    which runs beside it in the Dask worker."""
+
+    job: Job
+    guard: Guard
+
+
 def run_task(payload: bytes, event_name: str) -> bytes:
     """One configuration, in a Dask worker process: (result, guard's malloc slope), pickled."""
-    spec, guard, attribute, census = pickle.loads(payload)
+    task: Task = pickle.loads(payload)
+    job, guard = task.job, task.guard
     with _ONE_AT_A_TIME:
-        tracker: Tracker | bool = (Tracker(trace=spec.trace, lines=spec.lines, census=census)
-                                   if attribute else False)
-        result = Watch(spec, [guard, _StopWhenSet(event_name)], tracker=tracker).run()
+        tracker: Tracker | bool = (Tracker(trace=job.spec.trace, lines=job.spec.lines, census=job.census)
+                                   if job.attribute else False)
+        result = Watch(job.spec, [guard, _StopWhenSet(event_name)], tracker=tracker).run()
     return cloudpickle.dumps((result, guard.malloc_slope), protocol=pickle.HIGHEST_PROTOCOL)
 
 
@@ -109,11 +122,11 @@ def run_task(payload: bytes, event_name: str) -> bytes:
 # In the notebook
 
 
-class DaskRun:
+class DaskRun(Elsewhere):
     """A configuration running as a Dask task: a :class:`RunControl` (Stop sets its event) and a
     :class:`~.hub.Remote` whose one message is "done"."""
 
-    def __init__(self, client: Any, spec: WatchSpec, guard: Any, observers: Sequence[Observer] = (),
+    def __init__(self, client: Any, spec: WatchSpec, guard: Guard, observers: Sequence[Observer] = (),
                  *, hub: Hub, attribute: bool = False, census: bool | None = None,
                  yields_to_loop: bool = False) -> None:
         self.client = client
@@ -128,20 +141,12 @@ class DaskRun:
         self._future: Any = None
 
     @property
-    def label(self) -> str:
-        return self.spec.label
-
-    @property
-    def finished(self) -> bool:
-        return self.result is not None
-
-    @property
     def active(self) -> bool:
         return self._future is not None and self.result is None
 
     def start(self) -> None:
-        payload = cloudpickle.dumps((self.spec, self.guard, self.attribute, self.census),
-                                    protocol=pickle.HIGHEST_PROTOCOL)
+        task = Task(Job(self.spec, attribute=self.attribute, census=self.census), self.guard)
+        payload = cloudpickle.dumps(task, protocol=pickle.HIGHEST_PROTOCOL)
         self._future = self.client.submit(run_task, payload, self.event_name, pure=False,
                                           key=f"leakwidget-{self.spec.label or 'watch'}-{uuid.uuid4().hex[:8]}")
         self._future.add_done_callback(lambda _f: self.hub.put(self, ("done",)))
@@ -175,15 +180,8 @@ class DaskRun:
                                  stopped="worker-died", error=exc,
                                  stage_notes=[f"The Dask task ended without a result: {exc!r}"])
         self.result = result
-        stages, t, v, records, verdict = self.so_far()
         for ob in self.observers:
-            if stages:
-                ob.on_stages(stages)
-            if t.size:
-                ob.on_samples(t, v)
-            for record in records:
-                ob.on_iteration(record)
-            ob.on_verdict(verdict)
+            replay(ob, self)
             ob.on_finish(result)
 
     def check(self) -> None:

@@ -36,15 +36,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..stages import Stage
-from .attribution import Tracker
+from ...stages import Stage
+from ..attribution import Tracker
+from ..observer import BaseObserver, RunControl
+from ..records import IterationRecord
+from ..result import WatchResult
+from ..spec import WatchSpec
+from ..verdict import Verdict
+from ..watch import Watch
 from .channel import Receiver, Sender
-from .observer import BaseObserver, RunControl
-from .records import IterationRecord
-from .result import WatchResult
-from .spec import WatchSpec
-from .verdict import Verdict
-from .watch import Watch
 
 # Records of fast steps are sent in batches at most this far apart (one message per iteration
 # would slow a sub-millisecond step down); a step of a millisecond or more sends each one, so a

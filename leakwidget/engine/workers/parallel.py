@@ -14,22 +14,38 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from ..interrupts import Interrupts
+from ..observer import Guard, Observer, RunControl
+from ..search import Bisector, Configuration, Observed
+from ..spec import WatchSpec
+from ..watch import Pause, YieldToLoop
 from .cluster import DaskRun, cluster_threads
 from .hub import Hub
-from .interrupts import Interrupts
 from .isolate import IsolatedRun, collect_after_interrupt
-from .observer import Observer, RunControl
-from .result import WatchResult
-from .search import Bisector, Configuration
 from .sequence import OneAtATime
-from .spec import WatchSpec
-from .watch import Pause, YieldToLoop
 
-# What a configuration runs with: its spec, its guard (an observer that stops it once its answer
-# is clear), and whether its growth is attributed (the baseline's is).
-Prepared = tuple[WatchSpec, Any, bool]
+
+@dataclass
+class Prepared:
+    """What a configuration runs with."""
+
+    spec: WatchSpec
+    guard: Guard  # stops it once its answer is clear; its malloc_slope goes to the search
+    attribute: bool = False  # its growth is attributed (the baseline's is)
+
+
+@dataclass
+class _Running:
+    config: Configuration
+    prepared: Prepared
+    run: IsolatedRun | DaskRun
+
+    def report_to(self, bisector: Bisector) -> None:
+        """What the run showed, to the search (one place for a worker's result)."""
+        bisector.report(self.config, Observed.of(self.run.result, self.prepared.guard.malloc_slope))
 
 
 def free_cores() -> int:
@@ -48,7 +64,6 @@ def free_cores() -> int:
 async def run_configurations(
     bisector: Bisector,
     prepare: Callable[[Configuration], Prepared],
-    report: Callable[[Configuration, WatchResult, Any], None],
     *,
     jobs: int | None = None,
     client: Any = None,
@@ -57,17 +72,18 @@ async def run_configurations(
     pause: Pause | None = None,
 ) -> None:
     """Run the search's configurations until it is done, ``jobs`` at a time (default: the free
-    cores, or the cluster's threads with a Dask ``client``)."""
+    cores, or the cluster's threads with a Dask ``client``); each one's result is reported to
+    ``bisector`` as it arrives."""
     pause = YieldToLoop() if pause is None else pause
     if jobs is not None and jobs < 1:
         raise ValueError(f"jobs must be at least 1, not {jobs!r}")
     jobs = jobs or (cluster_threads(client) if client is not None else free_cores())
     hub = Hub()
-    running: list[tuple[Configuration, IsolatedRun | DaskRun, Any]] = []
+    running: list[_Running] = []
 
     def stop_all(reason: str) -> None:
-        for _config, run, _guard in running:
-            run.request_stop(reason)
+        for item in running:
+            item.run.request_stop(reason)
 
     seq = OneAtATime(observers, stop_all)
     interrupts = Interrupts()
@@ -76,47 +92,49 @@ async def run_configurations(
     try:
         while True:
             for config in bisector.next_configurations(jobs - len(running)):
-                run_spec, guard, baseline = prepare(config)
+                prepared = prepare(config)
                 if client is not None:
-                    run = DaskRun(client, run_spec, guard, hub=hub, attribute=baseline, census=False,
+                    run = DaskRun(client, prepared.spec, prepared.guard, hub=hub,
+                                  attribute=prepared.attribute, census=False,
                                   yields_to_loop=pause.yields_to_loop)
                 else:
-                    run = IsolatedRun(run_spec, [guard], hub=hub, attribute=baseline, census=False,
+                    run = IsolatedRun(prepared.spec, [prepared.guard], hub=hub,
+                                      attribute=prepared.attribute, census=False,
                                       yields_to_loop=pause.yields_to_loop)
                 run.observers.append(seq.tap(run))
-                running.append((config, run, guard))
+                running.append(_Running(config, prepared, run))
                 if on_configuration is not None:
                     on_configuration(config, run)
                 run.start()
             if not running:
                 break
             hub.wait(0.02)
-            for item in [item for item in running if item[1].finished]:
+            for item in [item for item in running if item.run.finished]:
                 running.remove(item)
-                item[1].close()
-                report(item[0], item[1].result, item[2])
+                item.run.close()
+                item.report_to(bisector)
             if bisector.done and running and not stopping:
                 stopping = True  # runs handed out ahead that the search no longer needs
                 stop_all("stopped")
             await pause()
     except (KeyboardInterrupt, asyncio.CancelledError):
         interrupts.hold()
-        collect_after_interrupt(hub, [run for _c, run, _g in running])
+        collect_after_interrupt(hub, [item.run for item in running])
     finally:
         interrupts.hold()
         try:
-            _close_all(running, report)
+            _close_all(running, bisector)
         finally:
             interrupts.restore()
 
 
-def _close_all(running: list, report: Callable[[Configuration, WatchResult, Any], None]) -> None:
+def _close_all(running: list[_Running], bisector: Bisector) -> None:
     """End what still runs (partial results for the search: an interrupted one ends it)."""
-    for _config, run, _guard in running:
-        run.close()
-    for config, run, guard in running:
+    for item in running:
+        item.run.close()
+    for item in running:
         try:
-            report(config, run.result, guard)
+            item.report_to(bisector)
         except ValueError:  # the search is over, or had moved on: nothing to tell it
             pass
     running.clear()

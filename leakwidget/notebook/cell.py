@@ -5,6 +5,11 @@ compiled setup and step and the notebook names they use (cloudpickle: modules by
 and data by value), and the worker executes them in a namespace of their own. The source lines
 travel too, so tracebacks, stage sites and autograph (which reads a function's source) work as in
 the notebook.
+
+It is the notebook floor's idea (:mod:`.shipping` makes it), so it lives here; the worker only
+unpickles it, which imports this module by name. Hence it imports nothing but the standard
+library: unpickling a cell in a worker loads no IPython, no widgets, nothing the worker would
+then measure as the user's.
 """
 
 from __future__ import annotations

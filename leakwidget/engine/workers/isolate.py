@@ -2,7 +2,7 @@
 
     result = await run_isolated(spec, observers, pause)      # or run_sync(run_isolated(...))
 
-The parent spawns ``python -m leakwidget.engine.worker`` (:mod:`.worker`) with the spec's
+The parent spawns ``python -m leakwidget.engine.workers.worker`` (:mod:`.worker`) with the spec's
 environment (``env``, ``LD_PRELOAD`` for ``allocator``), sends it the cloudpickled spec, and
 replays what the worker streams back — stages, samples, records, verdicts, the result — into the
 caller's observers, through :class:`IsolatedRun`, a :class:`RunControl` whose ``request_stop``
@@ -31,27 +31,28 @@ from pathlib import Path
 import cloudpickle
 import numpy as np
 
-from . import sampler
+from .. import sampler
+from ..interrupts import Interrupts
+from ..kinds import StopReason
+from ..observer import Observer
+from ..records import IterationRecord, RecordLog
+from ..result import WatchResult
+from ..spec import WatchSpec
+from ..units import format_bytes
+from ..verdict import Verdict
+from ..watch import Pause, Watch, YieldToLoop, verdict_of
 from .channel import Receiver, Sender
 from .hub import Hub
-from .interrupts import Interrupts
-from .kinds import StopReason
-from .observer import Observer
-from .records import IterationRecord, RecordLog
-from .result import WatchResult
-from .spec import WatchSpec
-from .units import format_bytes
-from .verdict import Verdict
-from .watch import Pause, Watch, YieldToLoop, verdict_of
+from .sequence import Elsewhere
 from .worker import Header, Job
 
 __all__ = ["IsolatedRun", "IsolationError", "WorkerDied", "allocator_library", "run_isolated",
            "run_watch"]
 
-_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
-# Not "-m leakwidget.engine.worker": importing the package imports that module first, and runpy
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
+# Not "-m leakwidget.engine.workers.worker": importing the package imports that module first, and runpy
 # would then run a second copy of it.
-_WORKER_MAIN = "import sys; from leakwidget.engine.worker import run; run(sys.argv)"
+_WORKER_MAIN = "import sys; from leakwidget.engine.workers.worker import run; run(sys.argv)"
 INTERRUPT_GRACE = 3.0  # seconds a worker gets, after SIGINT, to send its partial result
 EXIT_GRACE = 5.0  # seconds a worker that sent its result gets to exit
 _ALLOCATOR_SONAMES = {"jemalloc": "libjemalloc.so.2", "tcmalloc": "libtcmalloc_minimal.so.4"}
@@ -333,7 +334,7 @@ def _relay(fd: int, name: str) -> None:
 # The run, seen from here
 
 
-class IsolatedRun:
+class IsolatedRun(Elsewhere):
     """A watch running in a worker process: the :class:`RunControl` its observers get, and the
     replay of its stream into them (in the thread that calls the hub's ``wait``).
 
@@ -364,14 +365,6 @@ class IsolatedRun:
         self._load_error = ""
 
     # ------------------------------------------------------------------ RunControl
-    @property
-    def label(self) -> str:
-        return self.spec.label
-
-    @property
-    def finished(self) -> bool:
-        return self.result is not None
-
     @property
     def active(self) -> bool:
         """Started and not finished."""

@@ -18,13 +18,13 @@ from typing import Protocol
 
 import numpy as np
 
-from ..stages import Stage
-from .kinds import StopReason
-from .observer import BaseObserver, Observer, RunControl
-from .records import IterationRecord
-from .result import WatchResult
-from .spec import WatchSpec
-from .verdict import Verdict
+from ...stages import Stage
+from ..kinds import StopReason
+from ..observer import BaseObserver, Observer, RunControl
+from ..records import IterationRecord
+from ..result import WatchResult
+from ..spec import WatchSpec
+from ..verdict import Verdict
 
 
 class Replayable(RunControl, Protocol):
@@ -35,6 +35,35 @@ class Replayable(RunControl, Protocol):
     def so_far(self) -> tuple[list[Stage], np.ndarray, np.ndarray, list[IterationRecord], Verdict]:
         """(stages, sample times, sample values, records, latest verdict) received so far."""
         ...
+
+
+class Elsewhere:
+    """What a run in a worker process or a Dask task is to the runs it is shown with: its spec,
+    its result once it has one (an :class:`~.isolate.IsolatedRun`, a :class:`~.cluster.DaskRun`)."""
+
+    spec: WatchSpec
+    result: WatchResult | None
+
+    @property
+    def label(self) -> str:
+        return self.spec.label
+
+    @property
+    def finished(self) -> bool:
+        return self.result is not None
+
+
+def replay(observer: Observer, run: Replayable) -> None:
+    """What ``run`` has sent so far, to an observer that starts following it now."""
+    stages, t, v, records, verdict = run.so_far()
+    if stages:
+        observer.on_stages(stages)
+    if t.size:
+        observer.on_samples(t, v)
+    for record in records:
+        observer.on_iteration(record)
+    if records:
+        observer.on_verdict(verdict)
 
 
 class GroupControl:
@@ -100,17 +129,9 @@ class OneAtATime:
     def _show(self, run: Replayable) -> None:
         self._shown = run
         control = GroupControl(run, self._stop_all)
-        stages, t, v, records, verdict = run.so_far()
         for ob in self.observers:
             ob.on_start(control)
-            if stages:
-                ob.on_stages(stages)
-            if t.size:
-                ob.on_samples(t, v)
-            for record in records:
-                ob.on_iteration(record)
-            if records:
-                ob.on_verdict(verdict)
+            replay(ob, run)
 
 
 class _Tap(BaseObserver):
