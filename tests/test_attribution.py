@@ -354,29 +354,37 @@ def test_bad_arguments_are_clear_errors():
 
 
 def test_a_census_counts_every_object_by_type_and_every_container_s_length():
-    """The census reads ids as the lists' pointer arrays: it must say what id() and a plain
-    count of every gc object say."""
+    """The census reads ids and types as memory (the lists' pointer arrays, each object's type
+    pointer): it must say what id(), type() and a plain count of every gc object say; and it
+    counts the dicts the collector does not track, and their lengths."""
     import collections
     import gc
 
-    from leakwidget.engine.attribution import census
+    from leakwidget.engine.attribution import pointers, survey
+    from leakwidget.engine.attribution.sizes import type_name
 
     class Counted:
         pass
 
     kept = [Counted() for _ in range(1234)]
     box = [None] * 37
-    table = {i: [i] for i in range(11)}  # (a dict of atoms only is not tracked by the gc)
-    assert census._addresses is census._addresses_by_pointer  # CPython: the fast reader is used
-    c = census._take_census(0, every=True)
-    name = census._type_name(Counted)
-    assert c.counts[name] == 1234
-    expected = collections.Counter(census._type_name(type(o)) for o in gc.get_objects())
-    assert abs(c.counts["dict"] - expected["dict"]) < 50 and abs(c.counts["list"] - expected["list"]) < 50
-    for obj in (box, table, kept):
+    table = {i: [i] for i in range(11)}
+    atoms = {i: np.ones(3) for i in range(13)}  # holds nothing tracked: the gc does not track it
+    assert not gc.is_tracked(atoms)
+    assert pointers.addresses is pointers.addresses_by_pointer  # CPython: the fast reader is used
+    probe = [*kept[:5], box, table, atoms, 1 << 80, "x", np.ones(2)]
+    ids = pointers.addresses(probe)
+    assert list(pointers.type_addresses(probe, ids)) == [id(type(o)) for o in probe]
+    c = survey.take_census(0, every=True)
+    assert c.counts[type_name(Counted)] == 1234
+    expected = collections.Counter(type_name(type(o)) for o in gc.get_objects())
+    assert abs(c.counts["list"] - expected["list"]) < 50
+    assert c.counts["dict"] > expected["dict"]  # the untracked ones too
+    for obj in (box, table, kept, atoms):
         assert c.length_of(np.array([id(obj)]))[0] == len(obj)
     assert c.had(np.array([id(kept[0]), id(box), id(Counted)])).all()
     assert not c.had(np.array([id(object())])).any()
+    assert c.had_payload(np.array([id(v) for v in atoms.values()])).all()
 
 
 def test_an_unaffordable_census_is_skipped_and_said():
