@@ -37,10 +37,17 @@ OWN = "leakwidget."  # the watcher's own objects are not the user's growth
 def grown(s: Survey, base: Census, mid: Census | None, span: int) -> list[TypeGrowth]:
     """The rows that grew from ``base`` to the survey ``s`` (the final census), biggest first."""
     apart = kinds()
-    out = _grown_types(s, base, mid, span, apart)
+    chosen = _top_containers(s, base, mid)
+    # The types a grown container is filling are sized whatever their count's rank: a frame
+    # kept per iteration comes with a dozen small objects that grow as fast.
+    fills = {_item_kind(o, container_items(o, 16), apart)[0] for o, *_ in chosen}
+    out = _grown_types(s, base, mid, span, apart, fills)
     by_name = {g.name: g for g in out}
     out += _grown_payloads(s, base, mid, span)
-    out += _grown_containers(s, base, mid, span, by_name, apart)
+    for o, n0, n1, nm in chosen:
+        g = _grown_container(o, n0, n1, nm, span, by_name, apart)
+        if g is not None:
+            out.append(g)
     out.sort(key=lambda g: g.bytes_per_iteration, reverse=True)
     return out
 
@@ -51,15 +58,17 @@ def _steady(b: float, m: float | None, n: float) -> bool | None:
 
 
 def _grown_types(s: Survey, base: Census, mid: Census | None, span: int,
-                 apart: dict[type, bool]) -> list[TypeGrowth]:
-    """The types whose count grew the most, each sized from a sample of its objects."""
+                 apart: dict[type, bool], fills: set[str]) -> list[TypeGrowth]:
+    """The types whose count grew the most, and those the grown containers hold, each sized
+    from a sample of its objects."""
     names: dict[type, str] = {t: type_name(t) for t in s.by_type}
     now = s.counts(names)
-    grown_ = sorted(
+    grew = sorted(
         ((now[k] - base.counts.get(k, 0), k) for k in now
          if now[k] > base.counts.get(k, 0) and not k.startswith(OWN)),
         reverse=True,
-    )[:TYPES_SIZED]
+    )
+    grown_ = grew[:TYPES_SIZED] + [(d, k) for d, k in grew[TYPES_SIZED:] if k in fills]
     samples = _samples(s.objs, names, {k for _, k in grown_})
     out: list[TypeGrowth] = []
     for d, k in grown_:
@@ -113,9 +122,9 @@ def _grown_payloads(s: Survey, base: Census, mid: Census | None, span: int) -> l
     return out
 
 
-def _grown_containers(s: Survey, base: Census, mid: Census | None, span: int,
-                      by_name: dict[str, TypeGrowth], apart: dict[type, bool]) -> list[TypeGrowth]:
-    """Containers that existed at the base census and are longer now (the largest growth)."""
+def _top_containers(s: Survey, base: Census, mid: Census | None) -> list[tuple[Any, int, int, int | None]]:
+    """The containers that existed at the base census and grew the most: (container, length
+    then, length now, length at the middle census)."""
     conts = [o for o in s.objs if type(o) in CONTAINER_TYPES]
     conts += [o for o in s.untracked.containers if type(o) is dict]
     ids = np.fromiter(map(id, conts), dtype=np.int64, count=len(conts))
@@ -124,15 +133,8 @@ def _grown_containers(s: Survey, base: Census, mid: Census | None, span: int,
     n_mid = mid.length_of(ids) if mid is not None and mid.ids is not None else None
     grew_by = np.where((n_base >= 0) & ~np.isin(ids, _own_tables()), n_now - n_base, 0)
     top = [int(i) for i in np.argsort(-grew_by)[:CONTAINERS_REPORTED] if grew_by[i] > 0]
-    chosen = [(conts[i], int(n_base[i]), int(n_now[i]), None if n_mid is None else int(n_mid[i]))
-              for i in top]
-    del conts
-    out = []
-    for o, n0, n1, nm in chosen:
-        g = _grown_container(o, n0, n1, nm, span, by_name, apart)
-        if g is not None:
-            out.append(g)
-    return out
+    return [(conts[i], int(n_base[i]), int(n_now[i]), None if n_mid is None else int(n_mid[i]))
+            for i in top]
 
 
 def _own_tables() -> np.ndarray:

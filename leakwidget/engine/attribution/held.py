@@ -37,7 +37,7 @@ CONTAINERS = (dict, tuple)  # the containers CPython untracks when they hold not
 _BUFFERS = (bytes, bytearray, array.array, mmap.mmap)
 SMALL_OBJECT = 512  # pymalloc serves requests up to this size; larger ones go to malloc
 # Libraries whose objects are sized whole (their values with them): the walk does not enter them.
-SIZED_WHOLE = ("pandas.",)
+SIZED_WHOLE = frozenset({"pandas"})
 _OWN = "leakwidget."  # the watcher's own objects: what they hold is not the user's growth
 
 
@@ -72,6 +72,11 @@ def _module_of(t: type) -> str:
     return mod if isinstance(mod, str) else ""  # (a metaclass's is a descriptor)
 
 
+def sized_whole(t: type) -> bool:
+    """Whether objects of this type are sized whole, values and all (a pandas frame)."""
+    return _module_of(t).partition(".")[0] in SIZED_WHOLE
+
+
 class _Lookup:
     """A property of types, read for many objects at once from their types' ids."""
 
@@ -97,8 +102,8 @@ def _split(objs: list, ids: np.ndarray, types: Iterable[type]) -> tuple[list, li
     sized whole, the watcher's own, and functions. A function's referents are a quarter of
     a TensorFlow heap's, and what it holds that could grow, its defaults and closure, are
     tracked tuples (a tuple holding a dict stays tracked) walked on their own."""
-    flags = {t: _OWN_OBJECT if m.startswith(_OWN) else _NOT_WALKED
-             for t in types if (m := _module_of(t)).startswith((*SIZED_WHOLE, _OWN))}
+    flags = {t: _OWN_OBJECT if _module_of(t).startswith(_OWN) else _NOT_WALKED
+             for t in types if sized_whole(t) or _module_of(t).startswith(_OWN)}
     flags[types_.FunctionType] = _NOT_WALKED
     kind = _Lookup(flags)(type_addresses(objs, ids))
     return (list(itertools.compress(objs, (kind == _WALKED).tolist())),

@@ -129,12 +129,17 @@ def words(nodes: Sequence[object], root: str, item: str = "", holds: str = "") -
             hop = "." + hop[2:-2]
         text += f" \u2192 {hop + ' ' if hop else ''}{type_name(child)}"
     if item:
-        hop = "" if inside_lru else _holds_words(nodes[-1], holds)
+        hop = "" if inside_lru else _holds_words(nodes[-1], holds, len(nodes) - 1 in attrs_of)
         text += f" \u2192 {hop + ' ' if hop else ''}{item}"
     return text
 
 
-def _holds_words(container: object, holds: str) -> str:
+def _holds_words(container: object, holds: str, attrs: bool) -> str:
+    """How a grown container holds the items it grows by: ``[key]`` (a dict's values),
+    ``(key)`` (its keys), ``.name`` (an object's attributes: the newest one named)."""
     if not isinstance(container, dict):
         return ""
-    return "(key)" if holds == "keys" else "[key]"
+    if holds == "keys":
+        return "(key)"
+    newest = next(reversed(container.keys()), None) if attrs else None
+    return f".{newest}" if isinstance(newest, str) else "[key]"

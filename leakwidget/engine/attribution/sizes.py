@@ -16,7 +16,7 @@ import math
 import sys
 from typing import Any
 
-from .held import SIZED_WHOLE
+from .held import sized_whole
 
 REFERENTS_SIZED = 64  # per sampled object; more are extrapolated
 SMALL_OBJECT = 512  # pymalloc serves requests up to this size; larger ones go to malloc
@@ -53,7 +53,7 @@ def buffer_bytes(o: Any) -> int:
     try:
         if mod.startswith("tensorflow") and hasattr(o, "dtype") and hasattr(o, "shape"):
             return _tensor_bytes(o)
-        if mod.startswith(SIZED_WHOLE):
+        if sized_whole(type(o)):
             return _whole_bytes(o)
     except Exception:  # an object whose attributes raise must not break the census
         return 0

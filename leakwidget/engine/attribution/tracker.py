@@ -277,7 +277,10 @@ class Tracker:
             del found
         if note:
             notes.append(note)
-        containers = {g.name for g in rows if g.container}
+        # A row whose objects a grown container holds is told by the container's path.
+        containers = {g.name: g._item for g in rows if g.container}
+        told = {containers[p.target] for p in paths if p.target in containers}
+        paths = [p for p in paths if p.target in containers or p.target not in told]
         best: dict[str, RefPath] = {}
         for p in sorted(paths, key=lambda p: p.target not in containers):
             best.setdefault(p.root, p)
