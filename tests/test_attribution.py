@@ -600,6 +600,39 @@ def test_the_path_search_stops_at_its_bounds_and_keeps_nothing_alive():
     assert probe() is None  # the search kept no reference to its specimen
 
 
+def test_a_path_search_that_finds_no_root_says_so():
+    from leakwidget.engine.attribution.paths import Target, find_paths
+
+    held_here = [bytearray(10)]  # a running function's local: frames are not roots
+    paths, note = find_paths([Target("list", [held_here])])
+    assert paths == [] and "No reference path from a root was found for 1 of 1" in note, note
+
+
+def test_a_module_s_globals_are_their_own_root_not_a_path_through_a_function_defined_there():
+    # A namespace that grows (a new global per iteration) is referred to by every function
+    # defined in it (their __globals__), and such a function by any module that imports it:
+    # once, the path read "IPython.core.interactiveshell.display (function) → ...".
+    import sys
+    import types
+
+    from leakwidget.engine.attribution.paths import Target, find_paths
+
+    home = types.ModuleType("_leakwidget_test_home")
+    exec("def show(): pass", home.__dict__)
+    other = types.ModuleType("_leakwidget_test_other")
+    other.show = home.show
+    sys.modules.update({home.__name__: home, other.__name__: other})
+    try:
+        for i in range(3):
+            setattr(home, f"x{i}", np.ones(4))
+        paths, _ = find_paths([Target("dict of numpy.ndarray", [home.__dict__], "numpy.ndarray",
+                                      "values")])
+    finally:
+        del sys.modules[home.__name__], sys.modules[other.__name__]
+    assert [p.text for p in paths] == [
+        "globals of _leakwidget_test_home (dict) \u2192 [key] numpy.ndarray"]
+
+
 # --------------------------------------------------------------------------------------------
 # What a plateau holds
 

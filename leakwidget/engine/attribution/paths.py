@@ -245,13 +245,15 @@ def find_paths(targets: list[Target], *, holders: list | None = None, deadline: 
             for t, root, chain in search.paths()
         ]
         missing = len(targets) - len({p.target for p in out})
-        note = ""
         bound = ("the deadline" if time.perf_counter() > stop_at else
                  f"{max_depth} references" if depth >= max_depth and frontier else "")
-        if missing and bound:
-            note = (f"No reference path was found for {missing} of {len(targets)} growing types "
-                    f"within {bound} ({time.perf_counter() - t0:.2f} s): they may be held by a "
-                    "running function's local variables, or further from a root.")
+        note = ""
+        if missing:
+            within = f" within {bound}" if bound else ""
+            note = (f"No reference path from a root was found for {missing} of {len(targets)} "
+                    f"growing types{within} ({time.perf_counter() - t0:.2f} s): they may be held "
+                    "by a running function's local variables"
+                    f"{', or further from a root' if bound else ''}.")
         return out, note
     finally:
         search.nodes.clear()
