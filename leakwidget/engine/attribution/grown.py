@@ -125,8 +125,7 @@ def _grown_payloads(s: Survey, base: Census, mid: Census | None, span: int) -> l
 def _top_containers(s: Survey, base: Census, mid: Census | None) -> list[tuple[Any, int, int, int | None]]:
     """The containers that existed at the base census and grew the most: (container, length
     then, length now, length at the middle census)."""
-    conts = [o for o in s.objs if type(o) in CONTAINER_TYPES]
-    conts += [o for o in s.untracked.containers if type(o) is dict]
+    conts = s.containers
     ids = np.fromiter(map(id, conts), dtype=np.int64, count=len(conts))
     n_now = np.fromiter(map(len, conts), dtype=np.int64, count=len(conts))
     n_base = base.length_of(ids)

@@ -48,10 +48,12 @@ class Untracked:
 
     containers: list = field(default_factory=list)  # untracked dicts and tuples
     payloads: list = field(default_factory=list)  # arrays, bytes, bytearrays, buffers
+    dicts: list = field(default_factory=list)  # the containers that are dicts
 
     def clear(self) -> None:
         self.containers.clear()
         self.payloads.clear()
+        self.dicts.clear()
 
 
 def kinds() -> dict[type, bool]:
@@ -97,7 +99,7 @@ class _Lookup:
 _WALKED, _NOT_WALKED, _OWN_OBJECT = 0, 1, 2
 
 
-def _split(objs: list, ids: np.ndarray, types: Iterable[type]) -> tuple[list, list]:
+def _split(objs: list, tps: np.ndarray, types: Iterable[type]) -> tuple[list, list]:
     """(the objects to walk, the watcher's own objects). Not walked: the objects of libraries
     sized whole, the watcher's own, and functions. A function's referents are a quarter of
     a TensorFlow heap's, and what it holds that could grow, its defaults and closure, are
@@ -105,12 +107,12 @@ def _split(objs: list, ids: np.ndarray, types: Iterable[type]) -> tuple[list, li
     flags = {t: _OWN_OBJECT if _module_of(t).startswith(_OWN) else _NOT_WALKED
              for t in types if sized_whole(t) or _module_of(t).startswith(_OWN)}
     flags[types_.FunctionType] = _NOT_WALKED
-    kind = _Lookup(flags)(type_addresses(objs, ids))
+    kind = _Lookup(flags)(tps)
     return (list(itertools.compress(objs, (kind == _WALKED).tolist())),
-            _take(objs, kind == _OWN_OBJECT))
+            take(objs, kind == _OWN_OBJECT))
 
 
-def _take(refs: list, where: np.ndarray) -> list:
+def take(refs: list, where: np.ndarray) -> list:
     """The items of ``refs`` at the positions where ``where`` is true."""
     idx = np.flatnonzero(where).tolist()
     if len(idx) < 2:
@@ -131,8 +133,8 @@ def _level(chunk: list, kind_of: _Lookup, conts: list, payloads: dict[int, Any])
     kind = kind_of(type_addresses(refs, addresses(refs)))
     # Containers only when untracked: at the first level most dicts and tuples are tracked
     # (they are the heap), dropped here in C. Payloads are never tracked.
-    conts.extend(itertools.filterfalse(gc.is_tracked, _take(refs, kind == _CONTAINER)))
-    pays = _take(refs, kind == _PAYLOAD)
+    conts.extend(itertools.filterfalse(gc.is_tracked, take(refs, kind == _CONTAINER)))
+    pays = take(refs, kind == _PAYLOAD)
     payloads.update(zip(map(id, pays), pays, strict=True))
 
 
@@ -151,15 +153,16 @@ def _new(conts: list, seen: np.ndarray) -> tuple[list, np.ndarray]:
     picked[order[first]] = True
     now = np.concatenate((seen, ids[first]))
     now.sort()
-    return _take(conts, picked), now
+    return take(conts, picked), now
 
 
-def walk(objs: list, ids: np.ndarray, types: Iterable[type]) -> Untracked:
-    """The untracked containers and payloads that ``objs`` (every tracked object; ``ids`` their
-    ids, ``types`` the types among them) refer to, directly or through untracked containers."""
+def walk(objs: list, tps: np.ndarray, types: Iterable[type]) -> Untracked:
+    """The untracked containers and payloads that ``objs`` (every tracked object; ``tps`` the
+    ids of their types, ``types`` the types among them) refer to, directly or through untracked
+    containers."""
     table = kinds()
     kind_of = _Lookup({t: _CONTAINER if c else _PAYLOAD for t, c in table.items()})
-    level, own = _split(objs, ids, types)
+    level, own = _split(objs, tps, types)
     containers: list = []
     payloads: dict[int, Any] = {}
     seen = np.zeros(0, dtype=np.int64)
@@ -175,7 +178,8 @@ def walk(objs: list, ids: np.ndarray, types: Iterable[type]) -> Untracked:
     del level
     for i in _own_payloads(own, table):
         payloads.pop(i, None)
-    return Untracked(containers, list(payloads.values()))
+    dicts = take(containers, type_addresses(containers, addresses(containers)) == id(dict))
+    return Untracked(containers, list(payloads.values()), dicts)
 
 
 def _own_payloads(own: list, table: dict[type, bool]) -> set[int]:

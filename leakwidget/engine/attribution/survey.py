@@ -16,13 +16,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .held import Untracked, summary, walk
-from .pointers import addresses
+from .held import Untracked, summary, take, walk
+from .pointers import addresses, type_addresses
 from .sizes import type_name
 
 CONTAINER_TYPES = frozenset(
     {list, dict, set, collections.deque, collections.OrderedDict, collections.defaultdict}
 )
+_CONTAINER_TYPE_IDS = np.array(sorted(map(id, CONTAINER_TYPES)), dtype=np.int64)
 _INT_SIZE = sys.getsizeof(1 << 40)  # a count above the small ints' cache
 
 
@@ -85,18 +86,25 @@ class Survey:
     untracked: Untracked  # the untracked containers and payloads they hold
     payloads: dict[str, tuple[int, int, int]]  # by type name: (count, bytes, outside the heap)
     payload_ids: np.ndarray  # sorted
+    containers: list  # the tracked containers (CONTAINER_TYPES), then the untracked dicts
+
+    def __post_init__(self) -> None:
+        self.containers.extend(self.untracked.dicts)
 
     def counts(self, names: dict[type, str]) -> dict[str, int]:
         """Objects by type name: the tracked ones and the untracked containers."""
         out: dict[str, int] = {}
-        for by in (self.by_type, collections.Counter(map(type, self.untracked.containers))):
-            for t, c in by.items():
-                k = names.get(t) or sys.intern(type_name(t))
-                out[k] = out.get(k, 0) + c
+        for t, c in self.by_type.items():
+            k = names.get(t) or sys.intern(type_name(t))
+            out[k] = out.get(k, 0) + c
+        dicts = len(self.untracked.dicts)
+        out["dict"] = out.get("dict", 0) + dicts
+        out["tuple"] = out.get("tuple", 0) + len(self.untracked.containers) - dicts
         return out
 
     def clear(self) -> None:
         self.objs = []
+        self.containers = []
         self.untracked.clear()
 
 
@@ -108,14 +116,24 @@ def survey() -> Survey:
     loaded, and one array of them fewer. (Counting types in NumPy as well was faster still,
     80 ms, but its temporaries, several arrays of the heap's size, stayed with the allocator
     once its mmap threshold had risen, and hid a leak's first iterations from RSS.)"""
-    objs = gc.get_objects()
-    ids = addresses(objs)
-    # Type objects are used as keys only while the survey lives; a census keeps names, so it
-    # never keeps a class (or anything else) of the user's alive.
-    by_type = collections.Counter(map(type, objs))
-    untracked = walk(objs, ids, by_type.keys())
-    payloads, payload_ids = summary(untracked.payloads, type_name)
-    return Survey(objs, ids, by_type, untracked, payloads, payload_ids)
+    # No collection while it runs: its temporaries would set one off, a whole second of it in a
+    # heap of a million objects, and the objects it lists must stay what they are.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        objs = gc.get_objects()
+        ids = addresses(objs)
+        tps = type_addresses(objs, ids)
+        # Type objects are used as keys only while the survey lives; a census keeps names, so it
+        # never keeps a class (or anything else) of the user's alive.
+        by_type = collections.Counter(map(type, objs))
+        untracked = walk(objs, tps, by_type.keys())
+        payloads, payload_ids = summary(untracked.payloads, type_name)
+        containers = take(objs, np.isin(tps, _CONTAINER_TYPE_IDS))
+        return Survey(objs, ids, by_type, untracked, payloads, payload_ids, containers)
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def take_census(done: int, every: bool = False) -> Census:
@@ -137,10 +155,7 @@ def take_census(done: int, every: bool = False) -> Census:
 
 def _container_lengths(s: Survey) -> tuple[np.ndarray, np.ndarray]:
     # Every container's length, not only the largest: a leaking list starts out short.
-    conts = [o for o in s.objs if type(o) in CONTAINER_TYPES]
-    conts += [o for o in s.untracked.containers if type(o) is dict]
-    ids = addresses(conts)
-    lengths = np.fromiter(map(len, conts), dtype=np.int64, count=len(conts))
-    del conts
+    ids = addresses(s.containers)
+    lengths = np.fromiter(map(len, s.containers), dtype=np.int64, count=len(s.containers))
     order = np.argsort(ids)
     return ids[order], lengths[order]
