@@ -81,10 +81,10 @@ class ObjectCensus:
         self._left = 0  # RSS the checkpoints during the run left behind after their trims
         self.next_at = 1  # iterations done at which census=True takes the next checkpoint
         self._checkpoints: list[Census] = []
-        # Seconds of census per pymalloc block, before one is measured: 170-200 ns measured with
-        # TensorFlow's heap (0.2 s) and in a heap of a million objects (0.7 s), arrays and
+        # Seconds of census per pymalloc block, before one is measured: 130-145 ns measured with
+        # TensorFlow's heap (0.16 s) and in a heap of a million objects (0.59 s), arrays and
         # untracked dicts walked (docs/attribution.md).
-        self._cost_per_block = 200e-9
+        self._cost_per_block = 150e-9
         self._estimate = 0.0  # seconds the last census was expected to take
         self._final: Survey | None = None  # the final census's survey, until the paths are found
 
@@ -94,7 +94,7 @@ class ObjectCensus:
 
     def affordable(self, blocks: int, planned: float | None) -> bool:
         """May the baseline census be taken in a run planned to last ``planned`` seconds? Its
-        cost follows the heap (~200 ns a pymalloc block: 0.2–0.3 s once TensorFlow is loaded); it is
+        cost follows the heap (~150 ns a pymalloc block: 0.15–0.3 s once TensorFlow is loaded); it is
         taken when that is within ``budget`` of the planned run, or always when the run's
         length is unknown (only ``iterations`` bound it)."""
         self._estimate = self._cost_per_block * max(blocks, 1)
