@@ -25,6 +25,7 @@ import sys
 import types as types_
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -117,8 +118,6 @@ def take(refs: list, where: np.ndarray) -> list:
     idx = np.flatnonzero(where).tolist()
     if len(idx) < 2:
         return [refs[i] for i in idx]
-    from operator import itemgetter  # noqa: PLC0415 - (one import per walk level)
-
     return list(itemgetter(*idx)(refs))
 
 
