@@ -142,26 +142,29 @@ def heap(n: int) -> None:
     from leakwidget.engine.attribution.survey import take_census  # noqa: PLC0415
     from leakwidget.engine.attribution.tracker import CENSUS_BUDGET  # noqa: PLC0415
     from leakwidget.engine.budget import DEFAULT_SECONDS  # noqa: PLC0415
+    from leakwidget.engine.sampler import malloc_trim  # noqa: PLC0415
 
     class Record:
         def __init__(self, i: int) -> None:
             self.i, self.name, self.tags, self.meta = i, str(i), [i], {"k": i, "v": "x"}
 
-    records = [Record(i) for i in range(max(0, (n - len(gc.get_objects())) // 2))]
+    records = [Record(i) for i in range(max(0, (n - len(gc.get_objects())) // 2))]  # 2 tracked each
     gc.collect()
     objects = len(gc.get_objects())
     costs = []
-    for _ in range(3):
+    for _ in range(5):
         t = time.perf_counter()
         take_census(0, every=True)
         costs.append(time.perf_counter() - t)
+    malloc_trim()  # what the timed censuses freed: the watch's leak would fill it unseen
     cache: dict = {}
     leak = lambda: cache.__setitem__(len(cache), np.ones(16 * 1024, np.float32))  # noqa: E731
     r = Watch(WatchSpec(leak, iterations=100), live_verdict=False).run()
     a = r.attribution
     print(f"{objects:,} gc objects ({len(records):,} records of the user's, TensorFlow imported), "
           f"{sys.getallocatedblocks():,} pymalloc blocks\n")
-    print(f"baseline census (3 runs): {', '.join(f'{c:.2f} s' for c in costs)}")
+    print(f"baseline census: median {statistics.median(costs):.3f} s of 5 "
+          f"({', '.join(f'{c:.3f}' for c in costs)})")
     print(f"watch of a dict leak of arrays, 100 iterations: in-run {a.overhead_seconds:.2f} s, "
           f"at the end {a.finish_seconds:.2f} s; {a.kind}; {'; '.join(p.text for p in a.paths)}")
     for note in a.notes:
@@ -178,11 +181,12 @@ def main() -> None:
     p.add_argument("--step-ms", type=float, default=5.0)
     p.add_argument("--tf", action="store_true", help="import TensorFlow first (a big heap)")
     p.add_argument("--shapes", action="store_true", help="the table of ways of holding memory")
-    p.add_argument("--heap", type=int, metavar="N", help="the census in a heap of N gc objects")
+    p.add_argument("--heap", type=int, metavar="N",
+                   help="the census in a heap of N gc objects (0: TensorFlow's alone)")
     a = p.parse_args()
     if a.shapes:
         return shapes()
-    if a.heap:
+    if a.heap is not None:
         return heap(a.heap)
     if a.tf:
         import tensorflow  # noqa: F401 - only to make the heap as big as a TF user's
