@@ -79,9 +79,11 @@ def test_a_leak_is_attributed_to_python_objects_with_a_path_naming_its_container
 
 @pytest.mark.parametrize(("shape", "payload"), CONTROLS, ids=[f"{s}-{p}" for s, p in CONTROLS])
 def test_memory_that_stays_bounded_is_not_called_a_leak(watched, shape, payload):
+    # (A cache filling during the run is a rise: a plateau, or inconclusive when it is over
+    # near the start, whose growth is attributed, path and all. Not a leak.)
     r = _got(watched, shape, payload)
     assert r["verdict"] != "leak", r["text"]
-    assert r["paths"] == [], r["text"]
+    assert "leak" not in r["summary"].lower(), r["summary"]
 
 
 def test_a_dict_leak_is_answered_as_fast_as_a_list_leak(watched):

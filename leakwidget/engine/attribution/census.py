@@ -16,7 +16,7 @@ from ..records import IterationRecord
 from ..sampler import malloc_trim, rss
 from .grown import Specimens, grown, specimens
 from .result import TOP_N, TypeGrowth
-from .survey import Census, Survey, survey, take_census
+from .survey import Census, Survey, no_huge_pages, survey, take_census
 
 MAX_CENSUSES = 8  # kept at once: the first one and the most recent ones (geometric spacing
 # means the last seven reach back to 1/128 of the run, past any warm-up)
@@ -152,8 +152,9 @@ class ObjectCensus:
         mids = [c for c in self._checkpoints if base.done < c.done < done]
         mid = min(mids, key=lambda c: abs(c.done - (base.done + done) / 2)) if mids else None
         t = time.perf_counter()
-        self._final = survey()
-        rows = grown(self._final, base, mid, span)
+        with no_huge_pages():  # (its temporaries would be there for the next watch's leak)
+            self._final = survey()
+            rows = grown(self._final, base, mid, span)
         checkpoints = len(self._checkpoints) + 1
         slope, bytes_per_block, outside = _figures(rows)
         note = (
@@ -182,7 +183,8 @@ class ObjectCensus:
         if final is None or not self._checkpoints or not rows:
             return Specimens()
         try:
-            return specimens(final, self._checkpoints[0], rows, per_row)
+            with no_huge_pages():
+                return specimens(final, self._checkpoints[0], rows, per_row)
         finally:
             final.clear()
 

@@ -9,9 +9,11 @@ objects. The final census keeps its survey, objects and all, until the paths are
 from __future__ import annotations
 
 import collections
+import contextlib
 import gc
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -120,7 +122,6 @@ def survey() -> Survey:
     # heap of a million objects, and the objects it lists must stay what they are.
     enabled = gc.isenabled()
     gc.disable()
-    huge = _huge_pages(False)
     try:
         objs = gc.get_objects()
         ids = addresses(objs)
@@ -133,31 +134,41 @@ def survey() -> Survey:
         containers = take(objs, np.isin(tps, _CONTAINER_TYPE_IDS))
         return Survey(objs, ids, by_type, untracked, payloads, payload_ids, containers)
     finally:
-        _huge_pages(huge)
         if enabled:
             gc.enable()
 
 
-def _huge_pages(on: bool) -> bool:
-    """Whether NumPy advises the kernel to back its arrays of 4 MiB or more with huge pages;
-    sets it, and returns what it was (True where NumPy has no such switch: nothing changed).
+@contextlib.contextmanager
+def no_huge_pages() -> Iterator[None]:
+    """NumPy's advice to back its arrays of 4 MiB or more with huge pages, off meanwhile.
 
-    A survey's temporaries are such arrays (the ids and types of a million objects), taken from
+    A census's temporaries are such arrays (the ids and types of a million objects), taken from
     the heap once the mmap threshold has risen, and freed at once. The heap ranges they leave
     keep the advice, and a leak filling them later moves RSS by 2 MiB at a time: in a heap of a
     million objects, a 64 KiB-an-iteration leak read as a plateau or inconclusive in 6 runs of 6
-    (2 MiB steps, then 31 flat iterations), and a leak in 6 of 6 with the advice off."""
+    (2 MiB steps, then 31 flat iterations), and a leak in 6 of 6 with the advice off. (Where
+    NumPy has no such switch, nothing is changed.)"""
     try:
         from numpy._core import multiarray  # noqa: PLC0415 - NumPy 2
     except ImportError:  # NumPy 1
         from numpy.core import multiarray  # noqa: PLC0415
     switch = getattr(multiarray, "_set_madvise_hugepage", None)
-    return True if switch is None else bool(switch(on))
+    was = switch(False) if switch is not None else None
+    try:
+        yield
+    finally:
+        if switch is not None:
+            switch(was)
 
 
 def take_census(done: int, every: bool = False) -> Census:
     """A census now: counts by type, container lengths, payloads; with ``every``, the ids of
     every object too (the first census: objects not among them were created during the run)."""
+    with no_huge_pages():
+        return _take_census(done, every)
+
+
+def _take_census(done: int, every: bool) -> Census:
     t0 = time.perf_counter()
     s = survey()
     try:
