@@ -432,6 +432,26 @@ def test_shares_never_exceed_the_growth_nor_go_negative():
     assert small.native_slope == 493 * 1024 and not any("capped" in n for n in small.notes)
 
 
+def test_the_sentence_names_the_container_that_holds_the_growth_and_the_buffers_apart():
+    from leakwidget.engine.attribution.decide import Evidence, attribute
+    from leakwidget.engine.attribution.growth import Growth
+    from leakwidget.engine.attribution.result import TypeGrowth
+
+    kib = 1024.0
+    growth = Growth("leak", rss_slope=64 * kib, blocks_slope=1.0, bytes=64 * kib * 200,
+                    start=1, span=200, run=200)
+    rows = (TypeGrowth("numpy.ndarray", 1.0, 64.1 * kib, 64.1 * kib, None, payload=True),
+            TypeGrowth("dict of numpy.ndarray (len 200)", 1.0, 64.1 * kib, 64.1 * kib, None,
+                       container=True, counted=False, _item="numpy.ndarray", _holds="values"))
+    att = attribute(Evidence(growth, census_slope=64.1 * kib, census_outside=64 * kib,
+                             top_types=rows, reclaimed=0))
+    assert att.kind == "python" and att.buffer_slope == 64 * kib
+    assert "most of all dict of numpy.ndarray (len 200)" in att.summary, att.summary
+    assert "(64.0 KiB/iteration of it in native buffers they own" in att.summary, att.summary
+    assert "of which native buffers they own" in str(att)
+    assert att.to_dict()["buffer_slope"] == 64 * kib
+
+
 # --------------------------------------------------------------------------------------------
 # What keeps it alive: reference paths from a root to objects the run created
 

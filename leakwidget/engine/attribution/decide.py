@@ -150,7 +150,7 @@ def summary(att: Attribution, reclaimed: int) -> str:
             f"program had freed, kept by glibc's arenas instead of returned. MALLOC_ARENA_MAX=2 (set before "
             f"Python starts), or jemalloc/tcmalloc through LD_PRELOAD, keeps it down."
         )
-    top = next((t for t in att.top_types if t.bytes_per_iteration > 0), None)
+    top = _top_row(att)
     if att.kind == "python":
         what = ""
         if top is not None:
@@ -170,6 +170,16 @@ def summary(att: Attribution, reclaimed: int) -> str:
         f"(a C/C++ extension, TensorFlow's allocator) and malloc_trim returned only "
         f"{format_bytes(reclaimed)}{_native_where(att)}."
     )
+
+
+def _top_row(att: Attribution) -> TypeGrowth | None:
+    """The row the sentence names: the biggest, or the grown container holding it (``dict of
+    numpy.ndarray (len 200)`` says more than ``numpy.ndarray``, for as many bytes)."""
+    top = next((t for t in att.top_types if t.bytes_per_iteration > 0), None)
+    if top is None or top.container:
+        return top
+    return next((t for t in att.top_types if t.container and t._item == top.name
+                 and t.bytes_per_iteration >= 0.5 * top.bytes_per_iteration), top)
 
 
 def _in_buffers(att: Attribution) -> str:
@@ -208,7 +218,7 @@ def _plateau_summary(att: Attribution, reclaimed: int) -> str:
     share = att.python_slope / att.rss_slope if att.rss_slope > 0 else 0.0
     held = share * rise
     if att.kind == "python":
-        top = next((t for t in att.top_types if t.bytes_per_iteration > 0), None)
+        top = _top_row(att)
         what = f"; most of all {top.name}" if top is not None else ""
         return (f"{head}: Python objects hold about {format_bytes(held)} of it{_in_buffers(att)}"
                 f"{what}{_kept_by(att)}.")
