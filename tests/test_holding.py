@@ -146,3 +146,35 @@ def test_in_a_heap_of_a_million_objects_a_dict_leak_is_still_seen_and_the_census
     for run in got["runs"]:
         assert run["verdict"] == "leak" and run["kind"] == "python", run["text"]
         assert "__main__.cache (dict) \u2192 [key] numpy.ndarray" in run["paths"], run["text"]
+
+
+_NOTEBOOK = r"""
+import json
+from IPython.core.interactiveshell import InteractiveShell
+
+shell = InteractiveShell.instance()
+shell.run_cell("%load_ext leakwidget")
+shell.run_cell("import numpy as np, tensorflow as tf\ntensors, arrays = {}, {}")
+out = {}
+for name, keep in (("tensors", "tf.fill((65536,), 1.0)"), ("arrays", "np.ones(16384, np.float32)")):
+    shell.run_cell(f"%%leakwatch -n 40 --no-widget -q -o r\n{name}[len({name})] = {keep}\n")
+    a = shell.user_ns["r"].attribution
+    out[name] = {"verdict": shell.user_ns["r"].verdict.kind, "kind": a.kind,
+                 "paths": [p.text for p in a.paths], "text": str(a)}
+print(json.dumps(out))
+"""
+
+
+def test_in_a_notebook_a_dict_of_tensors_or_arrays_is_named_from_the_user_s_namespace():
+    """%%leakwatch in a real IPython shell, TensorFlow imported (which makes multiprocessing's
+    alias __mp_main__ of the user's namespace): on main, the arrays were called native memory
+    and the tensors' path read "__mp_main__.tensors (dict) → ['0'] ...EagerTensor"."""
+    proc = subprocess.run([sys.executable, "-c", _NOTEBOOK], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    for name, kind in (("tensors", "tensorflow.python.framework.ops.EagerTensor"),
+                       ("arrays", "numpy.ndarray")):
+        r = got[name]
+        assert r["verdict"] == "leak" and r["kind"] == "python", r["text"]
+        assert r["paths"] == [f"__main__.{name} (dict) \u2192 [key] {kind}"], r["text"]
