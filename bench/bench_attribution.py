@@ -14,8 +14,20 @@ and medians are compared, because these machines are shared and noisy. Columns:
   directly, so it does not drown in the run-to-run noise of the ratios.
 
     python bench/bench_attribution.py [--iterations 400] [--rounds 3] [--tf]
+    python bench/bench_attribution.py --shapes        # what each way of holding memory gets
+    python bench/bench_attribution.py --heap 1000000  # the census in a heap of a million objects
 
 ``--tf`` imports TensorFlow first: a heap of ~300k objects, the census's worst common case.
+
+``--shapes`` watches every case of bench/holding_shapes.py (a list, a dict, an lru_cache, …
+keeping arrays, bytes, tensors or frames) for 10, 15, 20, 30, 40, 60 iterations until it gets
+the whole answer (a leak, held by Python objects, with a path naming the container), and prints
+the verdict, the attribution, the path and the iterations it took.
+
+``--heap N`` builds a heap of N gc-tracked objects (TensorFlow imported, then records of the
+user's: an instance, its list and its dict of atoms each, the dict untracked), then times the
+baseline census, a whole watch of a dict leak of arrays over that heap (its tracker's time in the
+run and at the end: the final census and the path search), and what the budget allows.
 """
 
 from __future__ import annotations
@@ -25,6 +37,7 @@ import math
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -97,13 +110,84 @@ def blocks_cost() -> float:
     return (time.perf_counter() - t) / 1000
 
 
+LADDER = (10, 15, 20, 30, 40, 60)  # iterations tried, until a shape gets its whole answer
+
+
+def shapes() -> None:
+    """The table of bench/holding_shapes.py's cases: what each got, and how soon."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import holding_shapes as hs  # noqa: PLC0415
+
+    available = tuple(p for p in hs.PAYLOADS if p not in ("tensor", "frame") or hs._importable(p))
+    print(f"| {'shape':24s} | {'kept':9s} | {'verdict':7s} | {'attribution':11s} | iterations | path |")
+    print(f"|{'-' * 26}|{'-' * 11}|{'-' * 9}|{'-' * 13}|------------|------|")
+    for name, payload in hs.cases(available):
+        leaks = hs.SHAPES[name].leaks
+        for n in LADDER if leaks else LADDER[-1:]:
+            r = hs.watch_case(name, payload, n)
+            if not leaks or hs.answered(r):
+                break
+        took = f"{n}" if not leaks or hs.answered(r) else f"> {LADDER[-1]}"
+        print(f"| {name:24s} | {payload:9s} | {r['verdict']:7s} | {r['attribution']:11s} | "
+              f"{took:>10s} | {'; '.join(r['paths']) or '-'} |", flush=True)
+
+
+def heap(n: int) -> None:
+    """The census's cost in a heap of ``n`` gc objects, against its budget."""
+    import gc  # noqa: PLC0415
+
+    import tensorflow  # noqa: F401, PLC0415 - a TensorFlow user's heap to begin with
+
+    from leakwidget.engine.attribution.census import CENSUS_ALLOWANCE  # noqa: PLC0415
+    from leakwidget.engine.attribution.survey import take_census  # noqa: PLC0415
+    from leakwidget.engine.attribution.tracker import CENSUS_BUDGET  # noqa: PLC0415
+    from leakwidget.engine.budget import DEFAULT_SECONDS  # noqa: PLC0415
+    from leakwidget.engine.sampler import malloc_trim  # noqa: PLC0415
+
+    class Record:
+        def __init__(self, i: int) -> None:
+            self.i, self.name, self.tags, self.meta = i, str(i), [i], {"k": i, "v": "x"}
+
+    records = [Record(i) for i in range(max(0, (n - len(gc.get_objects())) // 2))]  # 2 tracked each
+    gc.collect()
+    objects = len(gc.get_objects())
+    costs = []
+    for _ in range(5):
+        t = time.perf_counter()
+        take_census(0, every=True)
+        costs.append(time.perf_counter() - t)
+    malloc_trim()  # what the timed censuses freed: the watch's leak would fill it unseen
+    cache: dict = {}
+    leak = lambda: cache.__setitem__(len(cache), np.ones(16 * 1024, np.float32))  # noqa: E731
+    r = Watch(WatchSpec(leak, iterations=100), live_verdict=False).run()
+    a = r.attribution
+    print(f"{objects:,} gc objects ({len(records):,} records of the user's, TensorFlow imported), "
+          f"{sys.getallocatedblocks():,} pymalloc blocks\n")
+    print(f"baseline census: median {statistics.median(costs):.3f} s of 5 "
+          f"({', '.join(f'{c:.3f}' for c in costs)})")
+    print(f"watch of a dict leak of arrays, 100 iterations: in-run {a.overhead_seconds:.2f} s, "
+          f"at the end {a.finish_seconds:.2f} s; {a.kind}; {'; '.join(p.text for p in a.paths)}")
+    for note in a.notes:
+        print(f"  note: {note}")
+    print(f"budget: {CENSUS_BUDGET:.0%} of the planned run ({CENSUS_BUDGET * DEFAULT_SECONDS:.1f} s of "
+          f"a default {DEFAULT_SECONDS:.0f} s watch), at least {CENSUS_ALLOWANCE} s; always with -n only")
+    del records
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--iterations", type=int, default=400)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--step-ms", type=float, default=5.0)
     p.add_argument("--tf", action="store_true", help="import TensorFlow first (a big heap)")
+    p.add_argument("--shapes", action="store_true", help="the table of ways of holding memory")
+    p.add_argument("--heap", type=int, metavar="N",
+                   help="the census in a heap of N gc objects (0: TensorFlow's alone)")
     a = p.parse_args()
+    if a.shapes:
+        return shapes()
+    if a.heap is not None:
+        return heap(a.heap)
     if a.tf:
         import tensorflow  # noqa: F401 - only to make the heap as big as a TF user's
 

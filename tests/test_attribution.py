@@ -354,29 +354,37 @@ def test_bad_arguments_are_clear_errors():
 
 
 def test_a_census_counts_every_object_by_type_and_every_container_s_length():
-    """The census reads ids as the lists' pointer arrays: it must say what id() and a plain
-    count of every gc object say."""
+    """The census reads ids and types as memory (the lists' pointer arrays, each object's type
+    pointer): it must say what id(), type() and a plain count of every gc object say; and it
+    counts the dicts the collector does not track, and their lengths."""
     import collections
     import gc
 
-    from leakwidget.engine.attribution import census
+    from leakwidget.engine.attribution import pointers, survey
+    from leakwidget.engine.attribution.sizes import type_name
 
     class Counted:
         pass
 
     kept = [Counted() for _ in range(1234)]
     box = [None] * 37
-    table = {i: [i] for i in range(11)}  # (a dict of atoms only is not tracked by the gc)
-    assert census._addresses is census._addresses_by_pointer  # CPython: the fast reader is used
-    c = census._take_census(0, every=True)
-    name = census._type_name(Counted)
-    assert c.counts[name] == 1234
-    expected = collections.Counter(census._type_name(type(o)) for o in gc.get_objects())
-    assert abs(c.counts["dict"] - expected["dict"]) < 50 and abs(c.counts["list"] - expected["list"]) < 50
-    for obj in (box, table, kept):
+    table = {i: [i] for i in range(11)}
+    atoms = {i: np.ones(3) for i in range(13)}  # holds nothing tracked: the gc does not track it
+    assert not gc.is_tracked(atoms)
+    assert pointers.addresses is pointers.addresses_by_pointer  # CPython: the fast reader is used
+    probe = [*kept[:5], box, table, atoms, 1 << 80, "x", np.ones(2)]
+    ids = pointers.addresses(probe)
+    assert list(pointers.type_addresses(probe, ids)) == [id(type(o)) for o in probe]
+    c = survey.take_census(0, every=True)
+    assert c.counts[type_name(Counted)] == 1234
+    expected = collections.Counter(type_name(type(o)) for o in gc.get_objects())
+    assert abs(c.counts["list"] - expected["list"]) < 50
+    assert c.counts["dict"] > expected["dict"]  # the untracked ones too
+    for obj in (box, table, kept, atoms):
         assert c.length_of(np.array([id(obj)]))[0] == len(obj)
     assert c.had(np.array([id(kept[0]), id(box), id(Counted)])).all()
     assert not c.had(np.array([id(object())])).any()
+    assert c.had_payload(np.array([id(v) for v in atoms.values()])).all()
 
 
 def test_an_unaffordable_census_is_skipped_and_said():
@@ -422,6 +430,26 @@ def test_shares_never_exceed_the_growth_nor_go_negative():
     small = attribute(Evidence(quiet, census_slope=100 * 1024, reclaimed=0))
     assert small.kind == "native" and small.python_slope == 100 * 1024
     assert small.native_slope == 493 * 1024 and not any("capped" in n for n in small.notes)
+
+
+def test_the_sentence_names_the_container_that_holds_the_growth_and_the_buffers_apart():
+    from leakwidget.engine.attribution.decide import Evidence, attribute
+    from leakwidget.engine.attribution.growth import Growth
+    from leakwidget.engine.attribution.result import TypeGrowth
+
+    kib = 1024.0
+    growth = Growth("leak", rss_slope=64 * kib, blocks_slope=1.0, bytes=64 * kib * 200,
+                    start=1, span=200, run=200)
+    rows = (TypeGrowth("numpy.ndarray", 1.0, 64.1 * kib, 64.1 * kib, None, payload=True),
+            TypeGrowth("dict of numpy.ndarray (len 200)", 1.0, 64.1 * kib, 64.1 * kib, None,
+                       container=True, counted=False, _item="numpy.ndarray", _holds="values"))
+    att = attribute(Evidence(growth, census_slope=64.1 * kib, census_outside=64 * kib,
+                             top_types=rows, reclaimed=0))
+    assert att.kind == "python" and att.buffer_slope == 64 * kib
+    assert "most of all dict of numpy.ndarray (len 200)" in att.summary, att.summary
+    assert "(64.0 KiB/iteration of it in native buffers they own" in att.summary, att.summary
+    assert "of which native buffers they own" in str(att)
+    assert att.to_dict()["buffer_slope"] == 64 * kib
 
 
 # --------------------------------------------------------------------------------------------
@@ -590,6 +618,39 @@ def test_the_path_search_stops_at_its_bounds_and_keeps_nothing_alive():
     del head, cur, ballast
     gc.collect()
     assert probe() is None  # the search kept no reference to its specimen
+
+
+def test_a_path_search_that_finds_no_root_says_so():
+    from leakwidget.engine.attribution.paths import Target, find_paths
+
+    held_here = [bytearray(10)]  # a running function's local: frames are not roots
+    paths, note = find_paths([Target("list", [held_here])])
+    assert paths == [] and "No reference path from a root was found for 1 of 1" in note, note
+
+
+def test_a_module_s_globals_are_their_own_root_not_a_path_through_a_function_defined_there():
+    # A namespace that grows (a new global per iteration) is referred to by every function
+    # defined in it (their __globals__), and such a function by any module that imports it:
+    # once, the path read "IPython.core.interactiveshell.display (function) → ...".
+    import sys
+    import types
+
+    from leakwidget.engine.attribution.paths import Target, find_paths
+
+    home = types.ModuleType("_leakwidget_test_home")
+    exec("def show(): pass", home.__dict__)
+    other = types.ModuleType("_leakwidget_test_other")
+    other.show = home.show
+    sys.modules.update({home.__name__: home, other.__name__: other})
+    try:
+        for i in range(3):
+            setattr(home, f"x{i}", np.ones(4))
+        paths, _ = find_paths([Target("dict of numpy.ndarray", [home.__dict__], "numpy.ndarray",
+                                      "values")])
+    finally:
+        del sys.modules[home.__name__], sys.modules[other.__name__]
+    assert [p.text for p in paths] == [
+        "globals of _leakwidget_test_home (dict) \u2192 [key] numpy.ndarray"]
 
 
 # --------------------------------------------------------------------------------------------

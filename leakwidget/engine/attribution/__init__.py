@@ -20,10 +20,13 @@ How it is decided (docs/attribution.md has the details and the ways it can be wr
 * **Python slope** — the larger of two estimates of the bytes held by Python objects:
   the slope of ``sys.getallocatedblocks()`` (recorded by the runner every iteration) times a
   bytes-per-block figure, or — with ``trace=True`` or when tracemalloc is already on — the slope
-  of tracemalloc's traced memory; and the *object census*: counts of every gc-tracked type and the
-  length of every list/dict/set/deque, taken at a few checkpoints (not every iteration), with sizes
-  from ``sys.getsizeof`` / ``nbytes``. The census is what sees a retained NumPy array or ``bytes``
-  payload, which lives outside pymalloc's blocks.
+  of tracemalloc's traced memory; and the *object census*: counts of every gc-tracked type, of the
+  dicts and tuples the collector untracked, and of the arrays and buffers they all hold (found
+  through their referents, whatever holds them: a dict, an lru_cache, a slot, a closure), and the
+  length of every container, taken at a few checkpoints (not every iteration), with sizes from
+  ``sys.getsizeof``, the array that owns the data, a tensor's bytes, a frame's ``memory_usage``.
+  The census is what sees a retained NumPy array or ``bytes`` payload, which lives outside
+  pymalloc's blocks; ``buffer_slope`` is how much of the Python share lives in such buffers.
 * **Native slope** = RSS slope − Python slope.
 * **Allocator retention** — when the run grew, glibc's ``malloc_trim(0)`` is called and the RSS
   it hands back is measured. If that is at least half of the growth, the growth was memory that

@@ -13,6 +13,7 @@ from .growth import Growth
 from .result import Attribution, LineGrowth, NativeSite, RefPath, SiteGrowth, TypeGrowth
 
 RETENTION_SHARE = 0.5  # malloc_trim returning at least this share of the growth -> "allocator"
+BUFFER_SHARE = 0.1  # native buffers Python objects own are named from this share of their growth
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,7 @@ class Evidence:
     own_rss: int = 0  # RSS our own object censuses left with the allocator during the run
     traced_slope: float | None = None  # tracemalloc bytes / iteration after the warm-up
     census_slope: float | None = None  # object census bytes / iteration (None: no census)
+    census_outside: float | None = None  # … of it in buffers outside Python's heap
     bytes_per_block: float | None = None  # of the growing objects (None: no better figure)
     censuses: int = 0
     top_types: tuple[TypeGrowth, ...] = ()
@@ -88,6 +90,8 @@ def _split(att: Attribution, ev: Evidence) -> None:
     att.python_slope = min(max(float(primary), 0.0), growth)
     att.python_source = source
     att.native_slope = growth - att.python_slope
+    if ev.census_outside is not None:
+        att.buffer_slope = min(max(float(ev.census_outside), 0.0), att.python_slope)
     if growth > 0 and primary > 1.1 * growth:
         att.notes.append(
             f"Python objects were estimated at {format_bytes(primary)}/iteration ({source}), more "
@@ -146,7 +150,7 @@ def summary(att: Attribution, reclaimed: int) -> str:
             f"program had freed, kept by glibc's arenas instead of returned. MALLOC_ARENA_MAX=2 (set before "
             f"Python starts), or jemalloc/tcmalloc through LD_PRELOAD, keeps it down."
         )
-    top = next((t for t in att.top_types if t.bytes_per_iteration > 0), None)
+    top = _top_row(att)
     if att.kind == "python":
         what = ""
         if top is not None:
@@ -157,8 +161,8 @@ def summary(att: Attribution, reclaimed: int) -> str:
         site = f"; allocated at {att.top_sites[0].site}" if att.top_sites else ""
         return (
             f"Python objects kept alive: about {format_bytes(att.python_slope)}{per} of the "
-            f"{format_bytes(att.rss_slope)}{per} growth is held by Python objects{what}{site}"
-            f"{_kept_by(att)}."
+            f"{format_bytes(att.rss_slope)}{per} growth is held by Python objects"
+            f"{_in_buffers(att)}{what}{site}{_kept_by(att)}."
         )
     return (
         f"Native memory: RSS grows {format_bytes(att.rss_slope)}{per} but Python objects explain only "
@@ -166,6 +170,26 @@ def summary(att: Attribution, reclaimed: int) -> str:
         f"(a C/C++ extension, TensorFlow's allocator) and malloc_trim returned only "
         f"{format_bytes(reclaimed)}{_native_where(att)}."
     )
+
+
+def _top_row(att: Attribution) -> TypeGrowth | None:
+    """The row the sentence names: the biggest, or the grown container holding it (``dict of
+    numpy.ndarray (len 200)`` says more than ``numpy.ndarray``, for as many bytes)."""
+    top = next((t for t in att.top_types if t.bytes_per_iteration > 0), None)
+    if top is None or top.container:
+        return top
+    return next((t for t in att.top_types if t.container and t._item == top.name
+                 and t.bytes_per_iteration >= 0.5 * top.bytes_per_iteration), top)
+
+
+def _in_buffers(att: Attribution) -> str:
+    """How much of what Python objects hold lives in native buffers they own (array data,
+    tensor buffers): Python's to answer for, though outside its heap."""
+    if att.buffer_slope is None or att.buffer_slope < BUFFER_SHARE * att.python_slope:
+        return ""
+    much = (f"{att.buffer_slope / att.python_slope:.0%}" if att.growth_of == "plateau"
+            else f"{format_bytes(att.buffer_slope)}/iteration")
+    return f" ({much} of it in native buffers they own: array data, tensor buffers)"
 
 
 def _kept_by(att: Attribution) -> str:
@@ -194,8 +218,9 @@ def _plateau_summary(att: Attribution, reclaimed: int) -> str:
     share = att.python_slope / att.rss_slope if att.rss_slope > 0 else 0.0
     held = share * rise
     if att.kind == "python":
-        top = next((t for t in att.top_types if t.bytes_per_iteration > 0), None)
+        top = _top_row(att)
         what = f"; most of all {top.name}" if top is not None else ""
-        return f"{head}: Python objects hold about {format_bytes(held)} of it{what}{_kept_by(att)}."
+        return (f"{head}: Python objects hold about {format_bytes(held)} of it{_in_buffers(att)}"
+                f"{what}{_kept_by(att)}.")
     return (f"{head}: Python objects hold only {format_bytes(held)} of it; the rest is native "
             f"memory (a tf.data buffer, TensorFlow's allocator, a C extension's cache){_native_where(att)}.")

@@ -19,12 +19,12 @@ import types
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from .pathwords import function_name, named, type_name, words
 from .result import RefPath
 
 DEADLINE = 0.5  # seconds the whole search may take
 MAX_DEPTH = 8  # references climbed from a specimen
 MAX_FRONTIER = 512  # objects expanded per level
-MAX_INDEX_SCAN = 100_000  # items searched for a list index; beyond, the index is not named
 _OWN = "leakwidget.engine"  # the watcher's own objects hold nothing of the user's
 _SETUP_STATE = "_run_setup.<locals>.step_fn"  # the runner's closure over the setup's return value
 
@@ -37,26 +37,30 @@ class Target:
 
     name: str  # the row's name (TypeGrowth.name)
     objects: list
-    suffix: str = ""  # appended to the path: a container's item type (" → numpy.ndarray")
+    item: str = ""  # a container row: its items' type, which the path ends at
+    holds: str = ""  # a dict row: whether its "values" or its "keys" are what grows
 
 
-def type_name(o: object) -> str:
-    t = type(o)
-    mod = getattr(t, "__module__", None)
-    qn = getattr(t, "__qualname__", None) or t.__name__
-    return qn if mod in (None, "builtins") else f"{mod}.{qn}"
-
-
-def _function_name(f: types.FunctionType) -> str:
-    return f"{f.__module__}.{f.__qualname__}" if f.__module__ else f.__qualname__
+def _namespaces() -> dict[int, str]:
+    """Module namespaces by id, each named by its own ``__name__`` (``__main__``, not an alias
+    such as multiprocessing's ``__mp_main__``); module-like objects too: IPython's user
+    namespace is a module stand-in."""
+    out: dict[int, str] = {}
+    for name, m in list(sys.modules.items()):
+        d = getattr(m, "__dict__", None)
+        if isinstance(d, dict):
+            own = d.get("__name__")
+            out[id(d)] = own if isinstance(own, str) else name
+    return out
 
 
 class _Search:
     """The state of one breadth-first climb: nodes, the child each was reached from, and the
     target each belongs to. Only :func:`find_paths` creates it, and drops it before returning."""
 
-    def __init__(self, targets: list[Target]) -> None:
+    def __init__(self, targets: list[Target], holders: list) -> None:
         self.targets = targets
+        self.holders = holders  # untracked containers that may hold frontier objects
         self.nodes: list = []
         self.child: list[int] = []  # the node this one refers to, on the way to a specimen
         self.specimen: list[int] = []  # the specimen each node was reached from
@@ -64,18 +68,21 @@ class _Search:
         self.index: dict[int, int] = {}  # id(object) -> node
         self.found: dict[int, tuple[str, list[int]]] = {}  # specimen -> (root words, chain)
         self.joins: dict[int, list[tuple[int, int]]] = {}  # specimen -> [(visited node, its child)]
-        # Module-like objects too: IPython's user namespace is a module stand-in.
-        spaces = [(name, getattr(m, "__dict__", None)) for name, m in list(sys.modules.items())]
-        self.modules = {id(d): name for name, d in spaces if isinstance(d, dict)}
+        self.modules = _namespaces()
         for t, target in enumerate(targets):
             for o in target.objects:
                 if id(o) not in self.index:
                     self._add(o, -1, len(self.owner))
                     self.owner.append(t)
+                    if isinstance(o, dict) and (id(o) in self.modules or _is_globals(o)):
+                        # a module's globals grew: the namespace itself is the root
+                        name = self.modules.get(id(o)) or o["__name__"]
+                        self.found[len(self.owner) - 1] = (f"globals of {name}", [len(self.nodes) - 1])
         # Our own bookkeeping, and leakwidget's modules (their caches are the watcher's).
         self.own = {id(self.nodes), id(self.child), id(self.specimen), id(self.index),
                     id(self.owner),
                     id(self.found), id(self.joins), id(self.targets), id(self.__dict__),
+                    id(holders),
                     *(id(t.objects) for t in targets), *(id(vars(t)) for t in targets),
                     *(i for i, name in self.modules.items() if name.startswith("leakwidget."))}
 
@@ -99,6 +106,9 @@ class _Search:
         frontier_list = id(objs)  # a referrer of every node it holds, alive while referrers is
         try:
             referrers = gc.get_referrers(*objs)
+            if self.holders and not all(map(gc.is_tracked, objs)):
+                # nothing tracked refers to what an untracked dict or tuple holds
+                referrers += self.holders
         finally:
             del objs
         by_id = {id(self.nodes[i]): i for i in frontier}
@@ -115,8 +125,12 @@ class _Search:
                     continue
                 root = self._root(r, c)
                 if root is not None:
-                    words, skip = root
-                    self.found[s] = (words, self.chain(c)[skip:])
+                    found, skip = root
+                    self.found[s] = (found, self.chain(c)[skip:])
+                elif isinstance(r, (types.FunctionType, type, types.ModuleType)):
+                    # A function refers to its globals, a class to its bases, a module to its
+                    # namespace: none of them holds the user's objects but as a root does.
+                    continue
                 elif id(r) in self.index:
                     j = self.index[id(r)]
                     if self.specimen[j] != s:
@@ -132,13 +146,12 @@ class _Search:
         is not a root."""
         child = self.nodes[c]
         if isinstance(r, dict) and (id(r) in self.modules or _is_globals(r)):
-            module = self.modules.get(id(r)) or r["__name__"]
-            return f"{module}.{_key_of(r, child) or '?'}", 0
-        if isinstance(r, type) and self.child[c] >= 0 and any(v is child for v in gc.get_referents(r)):
+            return named(self.modules.get(id(r)) or r["__name__"], r, child), 0
+        below = self.nodes[self.child[c]] if self.child[c] >= 0 else None
+        if (isinstance(r, type) and isinstance(child, dict) and below is not None
+                and any(v is child for v in gc.get_referents(r))):
             # the class's __dict__ holds the next node: a class attribute
-            key = _key_of(child, self.nodes[self.child[c]]) if isinstance(child, dict) else None
-            if key is not None:
-                return f"{r.__module__}.{r.__qualname__}.{key}", 1
+            return named(f"{r.__module__}.{r.__qualname__}", child, below), 1
         if isinstance(r, types.FunctionType):
             return self._function_root(r, c)
         return None
@@ -146,22 +159,25 @@ class _Search:
     def _function_root(self, f: types.FunctionType, c: int) -> tuple[str, int] | None:
         child = self.nodes[c]
         below = self.nodes[self.child[c]] if self.child[c] >= 0 else None
+        if below is None:
+            return None
         code = f.__code__
-        if child is f.__closure__ and below is not None:
+        if child is f.__closure__:
             k = next((i for i, cell in enumerate(child) if cell is below), None)
             name = code.co_freevars[k] if k is not None and k < len(code.co_freevars) else "?"
             if f.__qualname__.endswith(_SETUP_STATE) and f.__module__.startswith(_OWN):
                 return "the setup's state", 2
-            return f"closure cell '{name}' of {_function_name(f)}", 2
-        if child is f.__defaults__ and below is not None:
+            return f"closure cell '{name}' of {function_name(f)}", 2
+        if child is f.__defaults__:
             k = next((i for i, v in enumerate(child) if v is below), None)
             names = code.co_varnames[:code.co_argcount]
             name = names[len(names) - len(child) + k] if k is not None else "?"
-            return f"default argument '{name}' of {_function_name(f)}", 1
-        if child is f.__kwdefaults__ and below is not None:
-            return f"default argument '{_key_of(child, below) or '?'}' of {_function_name(f)}", 1
-        if child is getattr(f, "__dict__", None) and below is not None:
-            return f"{_function_name(f)}.{_key_of(child, below) or '?'}", 1
+            return f"default argument '{name}' of {function_name(f)}", 1
+        if child is f.__kwdefaults__:
+            key = named("", child, below).lstrip(".")
+            return f"default argument '{key}' of {function_name(f)}", 1
+        if child is getattr(f, "__dict__", None):
+            return named(function_name(f), child, below), 1
         return None
 
     def done(self) -> bool:
@@ -205,70 +221,14 @@ def _refers_to(r: object, by_id: dict[int, int]) -> list[int]:
         return []
 
 
-def _key_of(d: dict, value: object) -> str | None:
-    try:
-        for k, v in d.items():
-            if v is value:
-                return k if isinstance(k, str) else repr(k)[:40]
-            if k is value:
-                return f"key {repr(k)[:40]}"
-    except Exception:  # mutated while we looked
-        return None
-    return None
-
-
-def _edge(parent: object, child: object) -> str:
-    """How ``parent`` holds ``child``, in the words of Python code: [3], ['key'], .attr."""
-    if isinstance(parent, dict):
-        key = _key_of(parent, child)
-        return "" if key is None else (f"[{key!r}]" if not key.startswith("key ") else f"[{key}]")
-    if isinstance(parent, (list, tuple)):
-        for i, item in enumerate(parent[:MAX_INDEX_SCAN]):
-            if item is child:
-                return f"[{i}]"
-        return "[…]"
-    if isinstance(parent, types.CellType | types.MethodType):
-        return ""
-    try:
-        attrs = vars(parent)
-    except TypeError:
-        return ""
-    if child is attrs:
-        return ""
-    key = _key_of(attrs, child)
-    return f".{key}" if key else ""
-
-
-def _words(search: _Search, root: str, chain: list[int], suffix: str) -> str:
-    """``__main__.decoded (list) → [41] numpy.ndarray``."""
-    nodes = search.nodes
-    text = f"{root} ({type_name(nodes[chain[0]])})"
-    attrs_of: set[int] = set()  # instance __dict__s: their keys read as attributes
-    for a, b in zip(chain, chain[1:], strict=False):
-        parent, child = nodes[a], nodes[b]
-        if isinstance(child, dict) and not isinstance(parent, (dict, list, tuple)):
-            try:
-                if vars(parent) is child:
-                    attrs_of.add(b)
-                    continue
-            except TypeError:
-                pass
-        if isinstance(parent, types.CellType) or isinstance(child, types.CellType):
-            continue  # a closure inside the path: the cell is the function's own machinery
-        edge = _edge(parent, child)
-        if a in attrs_of and edge.startswith("['"):
-            edge = "." + edge[2:-2]
-        text += f" \u2192 {edge + ' ' if edge else ''}{type_name(child)}"
-    return text + suffix
-
-
-def find_paths(targets: list[Target], *, deadline: float = DEADLINE,
+def find_paths(targets: list[Target], *, holders: list | None = None, deadline: float = DEADLINE,
                max_depth: int = MAX_DEPTH) -> tuple[list[RefPath], str]:
     """One path per target that reaches a root within the bounds; and a note when the search
-    stopped at a bound. The targets' objects are not kept."""
+    stopped at a bound. ``holders``: untracked containers that may hold the objects met on the
+    way (gc.get_referrers sees only tracked referrers). The targets' objects are not kept."""
     t0 = time.perf_counter()
     stop_at = t0 + deadline
-    search = _Search(targets)
+    search = _Search(targets, holders if holders is not None else [])
     try:
         frontier = list(range(len(search.nodes)))
         depth = 0
@@ -279,18 +239,21 @@ def find_paths(targets: list[Target], *, deadline: float = DEADLINE,
             frontier = search.level(still_open[:MAX_FRONTIER], stop_at)
             depth += 1
         out = [
-            RefPath(targets[t].name, root, _words(search, root, chain, targets[t].suffix),
+            RefPath(targets[t].name, root,
+                    words([search.nodes[i] for i in chain], root, targets[t].item, targets[t].holds),
                     len(chain))
             for t, root, chain in search.paths()
         ]
         missing = len(targets) - len({p.target for p in out})
-        note = ""
         bound = ("the deadline" if time.perf_counter() > stop_at else
                  f"{max_depth} references" if depth >= max_depth and frontier else "")
-        if missing and bound:
-            note = (f"No reference path was found for {missing} of {len(targets)} growing types "
-                    f"within {bound} ({time.perf_counter() - t0:.2f} s): they may be held by a "
-                    "running function's local variables, or further from a root.")
+        note = ""
+        if missing:
+            within = f" within {bound}" if bound else ""
+            note = (f"No reference path from a root was found for {missing} of {len(targets)} "
+                    f"growing types{within} ({time.perf_counter() - t0:.2f} s): they may be held "
+                    "by a running function's local variables"
+                    f"{', or further from a root' if bound else ''}.")
         return out, note
     finally:
         search.nodes.clear()

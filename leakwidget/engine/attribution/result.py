@@ -23,10 +23,13 @@ class TypeGrowth:
     steady: bool | None = None  # grew in both halves of the run (None: one interval only)
     container: bool = False  # a container whose length grows (not a type count)
     counted: bool = True  # part of the census estimate (False: its items are counted by type)
+    payload: bool = False  # objects the collector does not track (arrays, buffers), sized exactly
     _blocks: float = field(default=0.0, repr=False)  # pymalloc blocks per object (estimate)
     _block_bytes: float = field(default=0.0, repr=False)
+    _outside: float = field(default=0.0, repr=False)  # bytes per object outside Python's heap
     _id: int = field(default=0, repr=False)  # a container row's id(), to find it again
     _item: str = field(default="", repr=False)  # a container row's item type
+    _holds: str = field(default="", repr=False)  # a dict row's items: "values" or "keys"
 
     def to_dict(self) -> dict:
         return {
@@ -37,6 +40,7 @@ class TypeGrowth:
             "steady": self.steady,
             "container": self.container,
             "counted": self.counted,
+            "payload": self.payload,
         }
 
 
@@ -132,6 +136,7 @@ class Attribution:
     bytes_per_block: float = DEFAULT_BYTES_PER_BLOCK
     traced_slope: float | None = None  # tracemalloc bytes / iteration, when tracing
     census_slope: float | None = None  # object census bytes / iteration
+    buffer_slope: float | None = None  # of python_slope, bytes / iteration in native buffers
     top_types: list[TypeGrowth] = field(default_factory=list)
     top_sites: list[SiteGrowth] = field(default_factory=list)
     lines: list[LineGrowth] = field(default_factory=list)
@@ -165,6 +170,7 @@ class Attribution:
             "bytes_per_block": num(self.bytes_per_block),
             "traced_slope": num(self.traced_slope),
             "census_slope": num(self.census_slope),
+            "buffer_slope": num(self.buffer_slope),
             "top_types": [t.to_dict() for t in self.top_types],
             "top_sites": [s.to_dict() for s in self.top_sites],
             "lines": [ln.to_dict() for ln in self.lines],
@@ -208,6 +214,8 @@ class Attribution:
                 ["RSS", format_bytes(self.rss_slope, signed=True)],
                 [f"Python objects ({self.python_source or 'none'})",
                  format_bytes(self.python_slope, signed=True)],
+                *([["  of which native buffers they own", format_bytes(self.buffer_slope, signed=True)]]
+                  if self.buffer_slope else []),
                 ["native (the rest)", format_bytes(self.native_slope, signed=True)],
             ],
         )]

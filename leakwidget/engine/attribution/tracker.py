@@ -228,10 +228,11 @@ class Tracker:
         if census.note:
             notes.append(census.note)
         traced_slope = self._traced_slope(growth)
-        census_slope = census.slope
+        census_slope, census_outside = census.slope, census.outside
         if growth.verdict == "plateau" and census_slope is not None:
             # What the census counted since its baseline is what the rise holds now.
             census_slope = census_slope * census.span / growth.span
+            census_outside = (census_outside or 0.0) * census.span / growth.span
         sites = self._tracing.sites(self._done) if self.trace else []
         if self._tracing.phase_done:
             notes.append(self._tracing.phase_note())
@@ -241,7 +242,7 @@ class Tracker:
         return Evidence(
             growth, tuple(notes), reclaimed, self._census.own_rss, traced_slope,
             census_slope=census_slope, bytes_per_block=census.bytes_per_block,
-            censuses=census.checkpoints, top_types=census.top_types,
+            censuses=census.checkpoints, top_types=census.top_types, census_outside=census_outside,
             top_sites=tuple(sites), lines=lines, gpu=gpu, paths=paths,
             native_sites=window.sites if window is not None else (),
             native_window=(window.first, window.last) if window is not None else None,
@@ -263,16 +264,24 @@ class Tracker:
 
     def _paths(self, growth: Growth, census: CensusGrowth, notes: list[str]) -> tuple[RefPath, ...]:
         """Reference paths to the new objects of the growing rows that hold a material share
-        of the growth (bounded: see paths.py)."""
+        of the growth (bounded: see paths.py), one per root: a container's own words
+        ("__main__.cache (dict) → [key] numpy.ndarray") rather than one of its items'."""
         floor = PATH_SHARE * growth.bytes / max(census.span, 1)
         rows = [g for g in census.top_types if g.bytes_per_iteration >= max(floor, 1.0)][:PATH_ROWS]
         if not (self.paths and growth.grew and rows):
             return ()
-        targets = self._census.specimens(rows, PATH_SPECIMENS)
+        found = self._census.specimens(rows, PATH_SPECIMENS)
         try:
-            found, note = find_paths(targets)
+            paths, note = find_paths(found.targets, holders=found.holders)
         finally:
-            del targets
+            del found
         if note:
             notes.append(note)
-        return tuple(found)
+        # A row whose objects a grown container holds is told by the container's path.
+        containers = {g.name: g._item for g in rows if g.container}
+        told = {containers[p.target] for p in paths if p.target in containers}
+        paths = [p for p in paths if p.target in containers or p.target not in told]
+        best: dict[str, RefPath] = {}
+        for p in sorted(paths, key=lambda p: p.target not in containers):
+            best.setdefault(p.root, p)
+        return tuple(p for p in paths if best[p.root] is p)
