@@ -107,6 +107,23 @@ def test_a_python_leak_is_judged_by_its_objects_not_by_the_rss_creep_around_it(m
         assert result.outside
 
 
+def test_after_a_python_leak_baseline_each_configuration_is_guarded_by_its_objects():
+    # The guard that ends a configuration early reads the baseline's Python objects when the
+    # leak is theirs (a refactor once read them off the configuration and raised instead).
+    from leakwidget.engine.bisect import _guard_for
+
+    ids = ["map@1", "prefetch@2"]
+    stage_list = [Stage(id=i, kind=i.split("@")[0], site=i.split("@")[1], toggleable=True)
+                  for i in ids]
+    b = Bisector()
+    base = b.next_configuration()
+    b.report(base, Observed(Verdict("leak", slope=5000.0), stages=stage_list,
+                            python_slope=40.0, python_low=36.0))
+    guard = _guard_for(b, b.next_configuration(), 30.0)
+    assert b.python_leak()
+    assert guard.python_threshold == pytest.approx(b.slope_ratio * 40.0)
+
+
 def test_a_leak_with_every_stage_off_is_outside_and_stops():
     for all_off_first in (True, False):
         result = drive(6, [set()], all_off_first=all_off_first)

@@ -137,7 +137,7 @@ def _guard_for(bisector: Bisector, config: Configuration, seconds: float) -> Con
         return ConfigGuard(seconds)
     return ConfigGuard(
         seconds, bisector.slope_ratio * base.verdict.slope,
-        python_threshold=(bisector.slope_ratio * base.python_slope
+        python_threshold=(bisector.slope_ratio * base.observed.python_slope
                           if bisector.python_leak() else None),
         # a leak that starts late in the baseline must get the chance to start here too
         min_iterations=max(30, (base.verdict.onset or 0) + 20),
