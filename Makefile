@@ -2,13 +2,15 @@
 #   make demo   JupyterLab on notebooks/quickstart.ipynb, after a headless demo in the terminal
 #   make test   every test: Python (pytest, real TensorFlow, kernels, JupyterLab in Chromium) and js/
 # Both install what they need first: Debian packages, a virtualenv in .venv, TensorFlow.
+# While working: make check (ruff and the fast tests, under 2 minutes); make soak (ten minutes of
+# the live dashboard in a kernel); make coverage (the whole suite, with line coverage).
 
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo lab test test-python test-js bench lint
+.PHONY: install demo lab test check soak coverage bench lint
 
 install: $(STAMP)
 
@@ -27,9 +29,25 @@ lab: install
 	$(VENV)/bin/jupyter lab notebooks/quickstart.ipynb --ServerApp.ip=127.0.0.1 \
 		$$( [ "$$(id -u)" = 0 ] && echo --allow-root )
 
+# Three tests at a time: most of the suite waits on kernels, workers, browsers and time-boxed
+# watches (tests/conftest.py says how tests are grouped and ordered).
+PYTEST_PARALLEL := -n 3 --dist loadgroup
+FAST := not (slow or kernel or browser or tf or soak)
+
 test: install
 	node --test js/tests/
-	$(PY) -m pytest -ra
+	$(PY) -m pytest -ra $(PYTEST_PARALLEL)
+
+check: install
+	$(VENV)/bin/ruff check leakwidget tests bench
+	node --test js/tests/
+	LEAKWIDGET_FAST_ONLY=1 $(PY) -m pytest -q -n 2 -m "$(FAST)"
+
+soak: install
+	LEAKWIDGET_SOAK=1 $(PY) -m pytest -ra -m soak -s tests/test_live_kernel.py
+
+coverage: install
+	$(PY) -m pytest -q $(PYTEST_PARALLEL) --cov=leakwidget --cov-report=term --cov-report=html:test-results/coverage
 
 bench: install
 	$(PY) -m pip install --quiet -e ".[bench]"

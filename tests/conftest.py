@@ -58,6 +58,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if name in GROUPED_FILES:
             item.add_marker(pytest.mark.xdist_group(name))
 
+    if not os.environ.get("LEAKWIDGET_SOAK"):
+        for item in items:
+            if item.get_closest_marker("soak"):
+                item.add_marker(pytest.mark.skip(reason="ten-minute soak: `make soak` runs it"))
+
     def rank(item: pytest.Item) -> int:
         folder, name = _where(item)
         key = "browser" if folder == "browser" else name
