@@ -11,8 +11,8 @@ The marks are set here from what a test uses (its file, its fixtures), so a new 
 file is marked without anyone remembering to; ``LEAKWIDGET_FAST_ONLY=1`` (set by ``make check``)
 fails a test that imports TensorFlow anyway, so the fast set stays fast.
 
-Tests that share an expensive or stateful fixture across a module (one kernel, one JupyterLab,
-one Dask cluster, one Keras model) run in one worker, in file order (``xdist_group``). The
+Tests that share a module-scoped fixture (one kernel, one JupyterLab, one Dask cluster, one
+Keras model, one fresh process's results) run in one worker, in file order (``xdist_group``). The
 slowest files are sent first, so the long tests do not start last and leave the other workers
 idle. Nothing here imports TensorFlow or IPython.
 """
@@ -25,14 +25,11 @@ from pathlib import Path
 
 import pytest
 
-# Files whose every test runs TensorFlow, or drives a real kernel.
+# Files whose every test runs TensorFlow.
 TF_FILES = {"test_bisect.py", "test_stages_tfdata.py", "test_keras.py", "test_native.py"}
-KERNEL_FILES = {"test_kernel.py", "test_live_kernel.py", "test_notebooks.py"}
 # Fixtures that start a kernel, a JupyterLab or a TensorFlow pipeline.
 KERNEL_FIXTURES = {"front", "kernel", "kernel_env", "lab", "open_notebook"}
 TF_FIXTURES = {"tfrecords", "model"}
-# Modules whose tests share one stateful fixture: one worker runs all of a module's tests.
-GROUPED_FILES = {"test_live_kernel.py", "test_keras.py", "test_cluster.py", "test_reliability.py"}
 # Roughly slowest first (measured: docs/development.md); the rest keep their order after these.
 FIRST = ["test_notebooks.py", "browser", "test_bisect.py", "test_live_kernel.py", "test_cluster.py",
          "test_keras.py", "test_native.py", "test_verdict.py", "test_runner.py",
@@ -44,6 +41,14 @@ def _where(item: pytest.Item) -> tuple[str, str]:
     return path.parent.name, path.name
 
 
+def _shares_a_module_fixture(item: pytest.Item) -> bool:
+    """Does the test use a module-scoped fixture (one kernel, one cluster, one fresh process's
+    results)? Then its module runs in one worker, set up once, in file order."""
+    info = getattr(item, "_fixtureinfo", None)
+    defs = getattr(info, "name2fixturedefs", {}) if info is not None else {}
+    return any(d.scope == "module" for chain in defs.values() for d in chain)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         folder, name = _where(item)
@@ -51,11 +56,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if folder == "browser":
             item.add_marker(pytest.mark.browser)
             item.add_marker(pytest.mark.xdist_group("browser"))
-        if name in KERNEL_FILES or fixtures & KERNEL_FIXTURES:
+        if fixtures & KERNEL_FIXTURES:
             item.add_marker(pytest.mark.kernel)
         if name in TF_FILES or fixtures & TF_FIXTURES:
             item.add_marker(pytest.mark.tf)
-        if name in GROUPED_FILES:
+        if _shares_a_module_fixture(item):
             item.add_marker(pytest.mark.xdist_group(name))
 
     if not os.environ.get("LEAKWIDGET_SOAK"):
@@ -70,6 +75,46 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     # A stable sort by file keeps each module's tests together (module fixtures are set up once).
     items.sort(key=rank)
+
+
+# Helpers multiprocessing starts once and keeps for the life of the process, by design.
+PROCESS_WIDE = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
+
+
+def _descendants() -> dict[int, str]:
+    import psutil
+
+    out = {}
+    for p in psutil.Process().children(recursive=True):
+        try:
+            cmd = " ".join(p.cmdline())
+            if p.status() != psutil.STATUS_ZOMBIE and not any(w in cmd for w in PROCESS_WIDE):
+                out[p.pid] = cmd[:120]
+        except psutil.Error:
+            pass
+    return out
+
+
+@pytest.fixture(autouse=True)
+def _no_process_outlives_its_test():
+    """Every process a test starts has ended by its teardown (module fixtures' kernels and
+    clusters are older than the test and are left alone). Besides proving it, this keeps the
+    tests apart: a watch counts the descendants of the process it runs in, so a process left
+    over by one test would be measured as the next one's memory."""
+    import psutil
+
+    before = set(_descendants())
+    yield
+    left = {pid: cmd for pid, cmd in _descendants().items() if pid not in before}
+    if left:
+        _, alive = psutil.wait_procs([psutil.Process(pid) for pid in left if psutil.pid_exists(pid)],
+                                     timeout=15)
+        alive = [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        if alive:
+            for p in alive:
+                p.kill()
+            pytest.fail("processes left running after the test: "
+                        + "; ".join(f"{p.pid} {left[p.pid]}" for p in alive), pytrace=False)
 
 
 @pytest.fixture(autouse=True)
