@@ -72,7 +72,7 @@ class ObjectCensus:
     def __init__(self, mode: bool | None, budget: float) -> None:
         self.mode = mode
         self.budget = budget  # quoted when no census could be taken
-        self.spent = 0.0  # seconds spent on censuses during the run
+        self.spent = 0.0  # CPU seconds spent on censuses during the run (a busy machine does not make them dearer)
         self.own_rss = 0  # RSS our censuses freed during the run that the allocator kept
         # What the checkpoints taken during the run (all but the baseline) keep, and what their
         # temporaries left that the trim could not return: (RSS, malloc in use). census=True
@@ -112,7 +112,7 @@ class ObjectCensus:
         checkpoint in an 800 MB test process, where nine of them made a flat step rise 4.9 MiB).
         (A thread of the user's that allocates during a checkpoint has that much taken out of
         its growth too: census=True is for tests and investigations, not the default.)"""
-        now = time.perf_counter()
+        now = time.thread_time()
         # A census walks every gc object; its cost follows the heap, which the block count the
         # runner already measured tells us before we pay it (refined by each census taken).
         self._estimate = self._cost_per_block * max(blocks, 1)
@@ -129,7 +129,7 @@ class ObjectCensus:
         later = [cp.footprint() for cp in self._checkpoints[1:]]
         self.held = (sum(f[0] for f in later) + self._left, sum(f[1] for f in later))
         self._cost_per_block = c.cost / max(c.blocks, 1)
-        self.spent += time.perf_counter() - now
+        self.spent += time.thread_time() - now
         self.next_at = 2 * done
 
     def _kept_rss(self) -> int:

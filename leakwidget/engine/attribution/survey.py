@@ -169,7 +169,7 @@ def take_census(done: int, every: bool = False) -> Census:
 
 
 def _take_census(done: int, every: bool) -> Census:
-    t0 = time.perf_counter()
+    t0 = time.thread_time()
     s = survey()
     try:
         all_ids = np.sort(s.ids) if every else None
@@ -178,7 +178,7 @@ def _take_census(done: int, every: bool) -> Census:
         untracked_ids = addresses(s.untracked.containers)
         untracked_ids.sort()
         return Census(done, sys.getallocatedblocks(), s.counts(names), ids, lengths,
-                       time.perf_counter() - t0, s.payloads, s.payload_ids, untracked_ids, all_ids)
+                       time.thread_time() - t0, s.payloads, s.payload_ids, untracked_ids, all_ids)
     finally:
         s.clear()
 
