@@ -95,6 +95,17 @@ def _descendants() -> dict[int, str]:
     return out
 
 
+def _started_by(pid: int, older: set[int]) -> bool:
+    """Is ``pid`` a descendant of one of the ``older`` processes (a browser's helper, a kernel's
+    child: theirs to end)?"""
+    import psutil
+
+    try:
+        return any(p.pid in older for p in psutil.Process(pid).parents())
+    except psutil.Error:
+        return False
+
+
 @pytest.fixture(autouse=True)
 def _no_process_outlives_its_test():
     """Every process a test starts has ended by its teardown (module fixtures' kernels and
@@ -105,7 +116,8 @@ def _no_process_outlives_its_test():
 
     before = set(_descendants())
     yield
-    left = {pid: cmd for pid, cmd in _descendants().items() if pid not in before}
+    left = {pid: cmd for pid, cmd in _descendants().items()
+            if pid not in before and not _started_by(pid, before)}
     if left:
         _, alive = psutil.wait_procs([psutil.Process(pid) for pid in left if psutil.pid_exists(pid)],
                                      timeout=15)
