@@ -65,7 +65,9 @@ class WatchResult:
     environment: dict = field(default_factory=environment)  # versions, allocator, machine memory
     # Child processes of the watched process: each one's memory and verdict (engine/children.py)
     children: list[ChildResult] = field(default_factory=list)
-    _log: RecordLog = field(default_factory=lambda: RecordLog(0), repr=False)
+    # A result made without a log (a run that ended before its first iteration) has an empty
+    # one, of the smallest size a log can have.
+    _log: RecordLog = field(default_factory=lambda: RecordLog(4), repr=False)
 
     @property
     def iterations(self) -> list[IterationRecord]:
