@@ -9,6 +9,7 @@ import json
 import math
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -203,21 +204,42 @@ class WatchResult:
 
 
 def write_whole(path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder, renamed into
-    place: a reader never sees half a file, and a failure leaves nothing behind."""
-    folder = os.path.dirname(os.path.abspath(os.fspath(path)))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".leakwidget-", suffix=".tmp")
+    """Write ``text`` to ``path``. A regular file, or a new one, is written through a temporary
+    file in its folder, renamed into place: a reader never sees half a file, and a failure leaves
+    nothing behind. A symlink is followed: the file it points to is replaced, the link stays.
+    What :func:`written_in_place` names (a FIFO, a terminal, a device, /dev/stdout) is written
+    into, never replaced."""
+    if written_in_place(path):
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        return
+    target = os.path.realpath(os.fspath(path))
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".leakwidget-", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except BaseException:
         try:
             os.unlink(tmp)
         except OSError:
             pass
         raise
+
+
+def written_in_place(path) -> bool:
+    """Is ``path`` something to write into rather than replace: anything there that is not a
+    regular file (a FIFO, a terminal, a device; a directory fails as it would), and whatever
+    /dev and /proc name (/dev/stdout is the caller's own descriptor: the file a shell appends
+    to behind it must not be replaced)?"""
+    path = os.path.abspath(os.fspath(path))
+    if path.startswith(("/dev/", "/proc/")):
+        return True
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)  # (follows a symlink)
+    except FileNotFoundError:
+        return False
 
 
 def _finite(v: float | None) -> float | None:
