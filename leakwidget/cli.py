@@ -258,14 +258,18 @@ class EndSignals:
 
 def _report(args: argparse.Namespace) -> int:
     from .report.html import render_html
+    from .report.saved import check_saved
 
     try:
         with open(args.result, encoding="utf-8") as f:
             doc = json.load(f)
     except (OSError, ValueError) as exc:
         raise BadInput(f"cannot read the result {args.result}: {_reason(exc)}") from None
-    if not isinstance(doc, dict) or "verdict" not in doc:
-        raise BadInput(f"{args.result} is not a leakwidget result (saved with --json or result.to_json())")
+    try:
+        check_saved(doc)
+    except ValueError as exc:
+        raise BadInput(f"{args.result} is not a leakwidget result (saved with --json or "
+                       f"result.to_json()): {exc}") from None
     _check_outputs({"--html": args.html}, reads=("RESULT.json", args.result))
     page = render_html(doc)
     try:

@@ -433,6 +433,43 @@ def test_report_renders_a_saved_result_and_refuses_what_is_not_one(programs: Pat
     assert not (programs / "x.html").exists()
 
 
+@pytest.fixture(scope="module")
+def saved() -> dict:
+    import leakwidget
+
+    return json.loads(leakwidget.watch(lambda: None, iterations=20, widget=False).to_json())
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("verdict", 5, "verdict must be an object, not 5"),
+    ("verdict.kind", 5, "verdict.kind must be one of leak, plateau, stable, inconclusive, not 5"),
+    ("iterations", "x", "iterations must be a list, not 'x'"),
+    ("iterations.0.rss", None, "iterations[0].rss is missing"),
+    ("environment", [1], "environment must be an object, not [1]"),
+    ("elapsed", "3 s", "elapsed must be a number, not '3 s'"),
+    ("iteration_count", "20", "iteration_count must be a whole number, not '20'"),
+    ("samples", [[1, 2, 3]], "samples[0] must be a pair of numbers, not [1, 2, 3]"),
+    ("stages", [{"kind": "map"}], "stages[0].id is missing"),
+    ("attribution", "python", "attribution must be an object, not 'python'"),
+    ("config.max_rss", "2GiB", "config.max_rss must be a number, not '2GiB'"),
+])
+def test_report_names_the_field_a_saved_result_gets_wrong(saved: dict, tmp_path: Path, field: str,
+                                                         value: object, message: str) -> None:
+    doc = json.loads(json.dumps(saved))
+    *parents, last = field.split(".")
+    where = doc
+    for key in parents:
+        where = where[int(key)] if isinstance(where, list) else where[key]
+    if value is None:
+        del where[last]
+    else:
+        where[last] = value
+    (tmp_path / "r.json").write_text(json.dumps(doc))
+    line = one_error_line(leakwidget("report", str(tmp_path / "r.json"), "--html", str(tmp_path / "r.html")))
+    assert line.endswith(f"is not a leakwidget result (saved with --json or result.to_json()): {message}")
+    assert not (tmp_path / "r.html").exists()
+
+
 def test_the_console_script_is_installed_with_help() -> None:
     script = Path(sys.executable).parent / "leakwidget"
     p = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60)

@@ -101,6 +101,15 @@ def test_the_report_opens_offline_with_charts_verdict_tables_and_environment(
         p.context.close()
 
 
+def test_a_saved_result_with_attribution_and_stages_passes_the_report_check(
+        leak: leakwidget.WatchResult) -> None:
+    from leakwidget.report.saved import check_saved
+
+    doc = json.loads(leak.to_json())
+    assert doc["attribution"]["top_types"] and doc["stages"]  # every part of the page is there
+    check_saved(doc)
+
+
 def test_a_saved_result_renders_like_the_live_one(leak: leakwidget.WatchResult, tmp_path: Path) -> None:
     # leakwidget report RESULT.json renders the exported form; the page must be the same.
     live = render_html(json.loads(leak.to_json()))
