@@ -33,6 +33,11 @@ def _step_not_restored(*args: object) -> None:
                        "that ran it) did not travel with it; run the watch again where they exist")
 
 
+def _without_functions(spec: WatchSpec) -> WatchSpec:
+    return dataclasses.replace(spec, step=_step_not_restored, code=None,
+                               setup=None if spec.setup is None else _step_not_restored)
+
+
 # Static pictures of a result for front ends without widgets (nbconvert, GitHub): mime type ->
 # renderer. The report floor registers its SVG chart here (the engine may not import it).
 RENDERERS: dict[str, Callable[[WatchResult], str]] = {}
@@ -85,12 +90,14 @@ class WatchResult:
     # -- pickling: everything but the functions, which belong to the session that ran them --
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        spec = self.spec
-        state["spec"] = dataclasses.replace(
-            spec, step=_step_not_restored, code=None,
-            setup=None if spec.setup is None else _step_not_restored,
-        )
+        state["spec"] = _without_functions(self.spec)
         return state
+
+    def let_go_of_the_step(self) -> None:
+        """Drop the step and setup, and all they hold (a pytest test's fixtures, through the
+        arguments its step was called with), from a result kept longer than they may live;
+        they are replaced as for pickling. Run again cannot work from it afterwards."""
+        self.spec = _without_functions(self.spec)
 
     # -- export --------------------------------------------------------------------------
     def to_dict(self) -> dict:
