@@ -392,3 +392,21 @@ def test_the_magic_passes_env_and_allocator(shell: InteractiveShell) -> None:
     for bad in ("--env NOEQUALS", "--allocator mimalloc", "--jobs 2", "--cluster tcp://x:1"):
         with pytest.raises(UsageError, match="usage:"):
             shell.run_cell(f"%%leakwatch -n 5 {bad}\nx = 1\n").raise_error()
+
+
+def test_env_values_are_quoted_as_in_a_shell(shell: InteractiveShell) -> None:
+    shell.run_cell("import os\n")
+    shell.run_cell("""%%leakwatch -n 3 --env MALLOC_ARENA_MAX="2" --env LW_A='x y' --env XLA_FLAGS="--a --b" --no-widget -q -o quoted
+assert (os.environ['MALLOC_ARENA_MAX'], os.environ['LW_A'], os.environ['XLA_FLAGS']) == ('2', 'x y', '--a --b')
+""")
+    res = shell.user_ns["quoted"]
+    assert res.error is None and res.iteration_count == 3, str(res)
+    with pytest.raises(UsageError, match="No closing quotation"):
+        shell.run_cell("%%leakwatch -n 3 --env LW_A=\"x\nx = 1\n").raise_error()
+
+
+def test_a_nul_in_an_env_value_is_named_as_such() -> None:
+    with pytest.raises(ValueError, match=r"the value of A holds a NUL character"):
+        WatchSpec(sleepy_step, env={"A": "x\0y"})
+    with pytest.raises(ValueError, match="the value of A must be a string, not 3"):
+        WatchSpec(sleepy_step, env={"A": 3})
