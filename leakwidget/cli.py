@@ -388,6 +388,7 @@ def _observe(args: argparse.Namespace, program: Program, counter: MarkCounter,
         step=waiter, iterations=args.iterations,
         seconds=args.seconds if args.seconds is not None else math.inf,
         warmup=args.warmup, max_rss=args.max_rss, label=_label(args, program.command),
+        repeatable=False,
     )
     watch = ProgramWatch(spec, [line] if line is not None else [], source=target, waiter=waiter)
     return watch.run(), waiter
@@ -402,7 +403,7 @@ def _conclude(args: argparse.Namespace, result: WatchResult, program: Program, w
         code = program.returncode()
         failed = program.popen is None or (code is not None and code != 0)
         if not failed:  # the program finished early: its partial verdict stands
-            result.stopped = "stopped"
+            result.stopped = "ended"
             result.error = None
             result.error_traceback = ""
         result.stage_notes.append(_ended_text(program, code))

@@ -108,7 +108,7 @@ def test_a_program_that_exits_early_ends_the_watch_with_its_partial_verdict(prog
                    "--", sys.executable, str(programs / "leaky.py"), env={**os.environ, "STEPS": "80"})
     assert time.monotonic() - t0 < 30
     assert p.returncode == 1, p.stderr  # its verdict: a leak
-    assert "The program exited with status 0" in p.stderr and "(stopped: stopped)" in p.stderr
+    assert "The program exited with status 0" in p.stderr and "(stopped: ended)" in p.stderr
     # Its exit freed everything: iterations that saw that are in the records, not the verdict.
     doc = json.loads((programs / "r.json").read_text())
     rss = [r["rss"] for r in doc["iterations"]]

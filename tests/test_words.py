@@ -33,6 +33,7 @@ from leakwidget.engine.attribution.growth import measure_growth
 from leakwidget.engine.attribution.result import Attribution
 from leakwidget.engine.records import FIELDS, IterationRecord, RecordLog
 from leakwidget.engine.result import WatchResult
+from leakwidget.engine.spec import WatchSpec
 from leakwidget.engine.verdict import Verdict, decide
 from leakwidget.engine.verdict import evidence as evidence_module
 from leakwidget.notebook.banner import final_banner, live_banner
@@ -57,6 +58,7 @@ class Replayed:
     elapsed: float = 0.0
     error: BaseException | None = None
     stages: list = field(default_factory=list)
+    spec: WatchSpec = field(default_factory=lambda: WatchSpec(step=lambda: None))  # a repeatable step
 
     # What the result says of itself, read as a real WatchResult reads it.
     retention = WatchResult.retention

@@ -40,6 +40,9 @@ class WatchSpec:
     isolate: bool = False
     env: tuple[tuple[str, str], ...] = ()  # the worker's extra environment (a dict is accepted)
     allocator: Allocator | None = None  # the worker's malloc: glibc's, or jemalloc/tcmalloc preloaded
+    # leakwidget calls the step, so Run again and Bisect can repeat it; False where the watched
+    # code drives its own iterations (a Keras fit, a program under leakwidget run).
+    repeatable: bool = True
 
     def __post_init__(self) -> None:
         if not callable(self.step):
