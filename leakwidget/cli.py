@@ -235,6 +235,10 @@ class EndSignals:
         if threading.current_thread() is threading.main_thread():
             for signum in self.SIGNALS:
                 self._saved[signum] = signal.signal(signum, self._as_interrupt)
+            # A script's background job starts with SIGINT ignored; what it is turned into must
+            # still be heard.
+            if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+                self._saved[signal.SIGINT] = signal.signal(signal.SIGINT, signal.default_int_handler)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -250,10 +254,12 @@ class EndSignals:
         """The exit status of an interrupted watch: 130 for Ctrl-C, 143 SIGTERM, 129 SIGHUP."""
         return EXIT_INTERRUPTED if self.received is None else 128 + self.received
 
-    def note(self) -> str:
-        return "" if self.received is None else (
-            f"leakwidget received {signal.Signals(self.received).name}: the watch ended there, "
-            "and the program was stopped.")
+    def note(self, program: Program) -> str:
+        if self.received is None:
+            return ""
+        then = "the program was stopped" if program.popen is not None else "the process is left running"
+        return (f"leakwidget received {signal.Signals(self.received).name}: the watch ended there, "
+                f"and {then}.")
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -411,8 +417,8 @@ def _conclude(args: argparse.Namespace, result: WatchResult, program: Program, w
     elif result.error is not None:
         result.stage_notes.append(f"The watch failed: {result.error!r}")
         failed = True
-    if signals.note():
-        result.stage_notes.append(signals.note())
+    if signals.note(program):
+        result.stage_notes.append(signals.note(program))
     if waiter.folded:
         result.stage_notes.append(
             f"Marks came faster than the process tree's memory can be read: {waiter.folded:,} of "

@@ -239,22 +239,34 @@ def test_ctrl_c_ends_the_watch_keeps_the_result_and_stops_the_program(programs: 
     assert gone(int(pidfile.read_text()))
 
 
-@pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)],
-                         ids=["SIGTERM", "SIGHUP"])
+def _sigint_ignored() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize("signum, status, background", [
+    (signal.SIGTERM, 143, False), (signal.SIGHUP, 129, False), (signal.SIGTERM, 143, True),
+], ids=["SIGTERM", "SIGHUP", "SIGTERM-to-a-background-job"])
 def test_sigterm_and_sighup_end_the_watch_keep_the_result_and_stop_the_program(
-        programs: Path, signum: int, status: int) -> None:
+        programs: Path, signum: int, status: int, background: bool) -> None:
     # What a CI timeout, kill, a closed terminal or a job scheduler sends: as Ctrl-C, with the
-    # exit status saying which signal came.
+    # exit status saying which signal came; also for a script's background job, which starts
+    # with SIGINT ignored.
     pidfile = programs / "pid"
     w = subprocess.Popen([*CLI, "run", "--interval", "0.1", "--json", str(programs / "r.json"), "--",
                           sys.executable, str(programs / "leaky.py"), str(pidfile)],
-                         stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 20
-    while not pidfile.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(1.0)
-    w.send_signal(signum)
-    _, err = w.communicate(timeout=30)
+                         stderr=subprocess.PIPE, text=True,
+                         preexec_fn=_sigint_ignored if background else None)
+    try:
+        deadline = time.monotonic() + 20
+        while not pidfile.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)
+        w.send_signal(signum)
+        _, err = w.communicate(timeout=30)
+    finally:  # a leakwidget that ignored the signal must not leave its leaking program running
+        w.kill()
+        if pidfile.exists() and not gone(int(pidfile.read_text())):
+            os.kill(int(pidfile.read_text()), signal.SIGKILL)
     assert w.returncode == status, err
     doc = json.loads((programs / "r.json").read_text())
     assert doc["stopped"] == "interrupted" and doc["iteration_count"] >= 5
