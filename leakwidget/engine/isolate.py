@@ -312,15 +312,30 @@ def end_marked(token: str, timeout: float) -> None:
     appear, until none runs (zombies have ended) or ``timeout`` has passed."""
     needle = f"{TOKEN_ENV}={token}".encode()
     deadline = time.monotonic() + timeout
+    killed: set[int] = set()
     while pids := _carrying(needle):
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
             except (ProcessLookupError, PermissionError):
                 pass
         if time.monotonic() >= deadline:
             return
         time.sleep(0.005)
+    # A process loses its environment as it exits, a moment before it is a zombie.
+    while any(map(_exiting, killed)) and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
+def _exiting(pid: int) -> bool:
+    """Does ``pid`` still exist and not yet as a zombie?"""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in (b"Z", b"X")
 
 
 def _carrying(needle: bytes) -> list[int]:
