@@ -26,6 +26,7 @@ import math
 import sys
 import threading
 import warnings
+from collections.abc import Callable
 from types import FrameType
 from typing import Any, Literal
 
@@ -94,10 +95,7 @@ class LeakWatch(keras.callbacks.Callback):
         self._route: Any = None  # the Stop button's subshell route (notebook)
         self._line: Any = None  # the progress line (outside a notebook)
         self._hook: Any = None  # IPython's post_run_cell hook that ends an abandoned watch
-        # The Keras loop driving the watch: (its thread, its outermost frame), and the event
-        # that ends the thread checking that it still runs (outside IPython).
-        self._loop: tuple[int, FrameType] | None = None
-        self._loop_done: threading.Event | None = None
+        self._loop: KerasLoop | None = None  # the Keras call driving the watch
         self._lock = threading.RLock()  # the watch ends once, whoever notices first
 
     # ------------------------------------------------------------------ Keras's hooks
@@ -180,7 +178,7 @@ class LeakWatch(keras.callbacks.Callback):
         self._watch, self._phase = watch, phase
         self._open = self._stopping = False
         self._epochs = 0
-        self._loop = _keras_loop()
+        self._loop = KerasLoop.calling()
         self._end_if_abandoned()
 
     def _step_begin(self, phase: Phase) -> None:
@@ -203,7 +201,9 @@ class LeakWatch(keras.callbacks.Callback):
             if self._watch is None or phase != self._phase:
                 return
             watch, self._watch, self._phase, self._open = self._watch, None, None, False
-            self._end_loop_check()
+            if self._loop is not None:
+                self._loop.close()  # (its frame, and all it holds, are not ours to keep)
+                self._loop = None
             self._close_route()
             self._unhook()
             self.result = watch.finish()
@@ -237,45 +237,14 @@ class LeakWatch(keras.callbacks.Callback):
                 "The Keras loop ended with an exception: the result covers the iterations before it."
             )
 
-    def _loop_running(self) -> bool:
-        """Is the Keras loop that drives the watch still on its thread's stack (unknown: yes)?"""
-        if self._loop is None:
-            return True
-        thread, loop = self._loop
-        frame = sys._current_frames().get(thread)
-        while frame is not None and frame is not loop:
-            frame = frame.f_back
-        return frame is not None
-
     def _release_if_abandoned(self) -> bool:
         """End the watch if its Keras loop has ended without telling the callback; True if the
         watch is over (a watch started meanwhile may go ahead)."""
         with self._lock:
-            if self._watch is not None and self._loop_running():
+            if self._watch is not None and (self._loop is None or self._loop.running):
                 return False
             self._abandon()
             return True
-
-    def _check_the_loop(self) -> None:
-        """Outside IPython (whose cell end does it): a thread that ends the watch soon after the
-        Keras loop raised, so its threads stop and ``cb.result`` is set."""
-        if self._loop is None:
-            return
-        done = self._loop_done = threading.Event()
-
-        def check() -> None:
-            while not done.wait(LOOP_CHECK_SECONDS):
-                if not self._loop_running():
-                    self._release_if_abandoned()
-                    return
-
-        threading.Thread(target=check, name="leakwidget-keras-loop", daemon=True).start()
-
-    def _end_loop_check(self) -> None:
-        if self._loop_done is not None:
-            self._loop_done.set()
-            self._loop_done = None
-        self._loop = None  # (its frame, and all it holds, are not ours to keep)
 
     # ------------------------------------------------------------------ views
     def _observers(self, label: str) -> list[Observer]:
@@ -318,7 +287,8 @@ class LeakWatch(keras.callbacks.Callback):
         the kernel's thread), elsewhere as soon as a thread sees the loop gone."""
         shell = _running_cell()
         if shell is None:
-            self._check_the_loop()
+            if self._loop is not None:  # (IPython's cell end does it in a cell)
+                self._loop.when_gone(self._release_if_abandoned)
             return
 
         def after_cell(*_: object) -> None:
@@ -338,15 +308,47 @@ class LeakWatch(keras.callbacks.Callback):
                 pass
 
 
-def _keras_loop() -> tuple[int, FrameType] | None:
-    """(this thread, the outermost frame of the Keras code that called the callback): the
-    ``fit`` / ``evaluate`` / ``predict`` call, which is over once that frame has left the stack."""
-    frame, outermost = sys._getframe(1), None
-    while frame is not None and frame.f_globals.get("__name__", "").startswith(__name__):
-        frame = frame.f_back  # this module's own frames
-    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] == "keras":
-        outermost, frame = frame, frame.f_back
-    return None if outermost is None else (threading.get_ident(), outermost)
+class KerasLoop:
+    """The Keras call (``fit`` / ``evaluate`` / ``predict``) that drives a watch, seen on its
+    thread's stack: over once its outermost Keras frame has left it — which Keras does not tell
+    a callback when the call raises."""
+
+    def __init__(self, thread: int, frame: FrameType) -> None:
+        self.thread, self.frame = thread, frame
+        self._done = threading.Event()
+
+    @classmethod
+    def calling(cls) -> KerasLoop | None:
+        """The Keras call that called the callback this runs in (None: not called by Keras)."""
+        frame, outermost = sys._getframe(1), None
+        while frame is not None and frame.f_globals.get("__name__", "").startswith(__name__):
+            frame = frame.f_back  # this module's own frames
+        while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] == "keras":
+            outermost, frame = frame, frame.f_back
+        return None if outermost is None else cls(threading.get_ident(), outermost)
+
+    @property
+    def running(self) -> bool:
+        frame = sys._current_frames().get(self.thread)
+        while frame is not None and frame is not self.frame:
+            frame = frame.f_back
+        return frame is not None
+
+    def when_gone(self, then: Callable[[], object]) -> None:
+        """A thread that calls ``then`` soon after the call has ended (every
+        ``LOOP_CHECK_SECONDS``), unless closed first."""
+
+        def check() -> None:
+            while not self._done.wait(LOOP_CHECK_SECONDS):
+                if not self.running:
+                    then()
+                    return
+
+        threading.Thread(target=check, name="leakwidget-keras-loop", daemon=True).start()
+
+    def close(self) -> None:
+        self._done.set()
+        self.frame = None
 
 
 def _running_cell() -> Any:
