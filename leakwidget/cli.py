@@ -121,6 +121,27 @@ class Program:
     # until they end too).
     exited: float | None = None
 
+    def reap_adopted(self) -> None:
+        """Collect the processes the program left behind that have ended since: they are
+        leakwidget's children (it is their subreaper), each a zombie until collected — a program
+        that leaves one per step would fill the process table. Its own first process is left to
+        ``popen``, which keeps its exit status."""
+        while self.popen is not None:
+            try:
+                ended = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                return
+            if ended is None:
+                return
+            if ended.si_pid == self.pid:
+                if self.returncode() is None:  # (not collectable yet: look again next time)
+                    return
+                continue
+            try:
+                os.waitpid(ended.si_pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+
     def returncode(self) -> int | None:
         """None while it runs; its exit status once it ended (-N: killed by signal N; for an
         attached process, which is not our child, 0)."""
@@ -181,6 +202,7 @@ class Waiter:
     def _check_program(self) -> None:
         # ``run``'s program has ended when every process of it has (the target's tree), an
         # attached process when it has.
+        self.program.reap_adopted()
         code = self.program.returncode()
         if self.target.ended or (code is not None and self.program.popen is None):
             raise ProgramEnded(_ended_text(self.program, self.program.returncode()))

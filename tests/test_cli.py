@@ -314,6 +314,31 @@ def test_a_program_whose_first_process_exits_is_watched_until_what_it_left_ends(
     assert gone(int((tmp_path / "pid").read_text()))
 
 
+def test_what_a_program_leaves_behind_is_collected_when_it_ends(tmp_path: Path) -> None:
+    # Thirty orphans that end at once: leakwidget, their subreaper, collects each, or they stay
+    # zombies (a program that leaves one per step would fill the process table).
+    started = tmp_path / "started"
+    w = subprocess.Popen([*CLI, "run", "--interval", "0.1", "--seconds", "4", "-q", "--", "bash", "-c",
+                          f"for i in $(seq 30); do (sleep 0.01 &); done; echo $$ > {started}; sleep 10"])
+    try:
+        deadline = time.monotonic() + 20
+        while not (started.exists() and started.read_text().strip()) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        program = int(started.read_text())
+
+        def orphans(status: str) -> int:
+            return sum(1 for p in psutil.Process(w.pid).children()
+                       if p.pid != program and (p.status() == psutil.STATUS_ZOMBIE) == (status == "ended"))
+
+        deadline = time.monotonic() + 2
+        while (orphans("running") or orphans("ended")) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert w.poll() is None, "the watch ended before the orphans could be counted"
+        assert orphans("ended") == 0
+    finally:
+        w.wait(timeout=30)
+
+
 def test_outputs_that_are_a_symlink_or_a_fifo_are_written_through_not_replaced(tmp_path: Path) -> None:
     (tmp_path / "link.json").symlink_to("target.json")
     os.mkfifo(tmp_path / "fifo.csv")
