@@ -9,14 +9,43 @@ package for that reason: importing ``leakwidget.anything`` runs ``leakwidget/__i
 
 from __future__ import annotations
 
+import argparse
+import math
+
 import pytest
 
 MARKER = "leakwatch"
 
 
+def seconds(text: str) -> float:
+    """A positive, finite number of seconds (the option's type: anything else is a usage error
+    at start-up, not a failure inside a test)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, not {text!r}")
+    return value
+
+
+def default_seconds(config: pytest.Config) -> float | None:
+    """``--leakwatch-seconds``, else the ini option ``leakwatch_seconds``, else None."""
+    value = config.getoption("leakwatch_seconds")
+    if value is not None:
+        return value
+    ini = config.getini("leakwatch_seconds")
+    if ini in (None, ""):
+        return None
+    try:
+        return seconds(str(ini))
+    except argparse.ArgumentTypeError as exc:
+        raise pytest.UsageError(f"leakwatch_seconds (ini option): {exc}") from None
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("leakwatch", "leakwidget's memory-leak watch")
-    group.addoption("--leakwatch-seconds", type=float, default=None, metavar="S",
+    group.addoption("--leakwatch-seconds", type=seconds, default=None, metavar="S",
                     help="how long a @pytest.mark.leakwatch test repeats its body when the marker "
                          "gives no seconds= or iterations= (default: until the verdict is "
                          "confident, 10-60 s)")
@@ -25,6 +54,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    default_seconds(config)  # a wrong ini value stops the run here, before any test
     config.addinivalue_line(
         "markers",
         "leakwatch(seconds=None, iterations=None, max_rss=None, warmup=None): run the test body "

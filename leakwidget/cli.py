@@ -13,9 +13,11 @@ budget is spent or Ctrl-C, and leaves the process running.
 
 Exit status: 0 stable or plateau, 1 leak, 2 inconclusive, 3 the program failed (non-zero exit
 status or killed) or the attached process vanished, 4 bad input (a usage error, no such pid, a
-process of another user, a program that is not found, an output path that cannot be written),
-130 interrupted (Ctrl-C). Every message of leakwidget's own goes to stderr; stdout is the
-program's.
+process of another user, a kernel thread or one leakwidget runs under, a program that is not
+found, an output path that cannot be written or names the same file as another) or an output
+that could not be written at the end, 130 interrupted (Ctrl-C), 143 / 129 ended by SIGTERM /
+SIGHUP (the result so far saved, as for Ctrl-C). Every message of leakwidget's own goes to
+stderr; stdout is the program's.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import argparse
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -38,11 +41,12 @@ import psutil
 
 from .engine import sampler
 from .engine.arguments import non_negative_int, positive_float, positive_int, size
+from .engine.children import adopt_orphans, end_descendants
 from .engine.environment import environment, process_variables
 from .engine.kinds import StopReason, VerdictKind
 from .engine.records import RecordLog
-from .engine.result import WatchResult, write_whole
-from .engine.sources import ProcessTree
+from .engine.result import WatchResult, write_whole, written_in_place
+from .engine.sources import ProcessTree, kernel_thread
 from .engine.spec import WatchSpec
 from .engine.units import format_bytes, format_duration, rss_travel
 from .engine.watch import Watch, verdict_of
@@ -113,37 +117,45 @@ class Program:
     # allocator: MALLOC_ARENA_MAX, LD_PRELOAD.
     variables: dict[str, str] | None = None
 
+    # When the process ``run`` started exited (its descendants may live on: they are watched
+    # until they end too).
+    exited: float | None = None
+
+    def reap_adopted(self) -> None:
+        """Collect the processes the program left behind that have ended since: they are
+        leakwidget's children (it is their subreaper), each a zombie until collected — a program
+        that leaves one per step would fill the process table. Its own first process is left to
+        ``popen``, which keeps its exit status."""
+        while self.popen is not None:
+            try:
+                ended = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                return
+            if ended is None:
+                return
+            if ended.si_pid == self.pid:
+                if self.returncode() is None:  # (not collectable yet: look again next time)
+                    return
+                continue
+            try:
+                os.waitpid(ended.si_pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+
     def returncode(self) -> int | None:
         """None while it runs; its exit status once it ended (-N: killed by signal N; for an
         attached process, which is not our child, 0)."""
         if self.popen is not None:
-            return self.popen.poll()
+            code = self.popen.poll()
+            if code is not None and self.exited is None:
+                self.exited = time.monotonic()
+            return code
         try:
             alive = self.handle.is_running() and self.handle.status() != psutil.STATUS_ZOMBIE
         except psutil.NoSuchProcess:
             alive = False
         return None if alive else 0
 
-    def stop(self) -> None:
-        """End a program ``run`` started, and its descendants (SIGTERM, then SIGKILL)."""
-        if self.popen is None or self.popen.poll() is not None:
-            return
-        try:
-            procs = [psutil.Process(self.pid), *psutil.Process(self.pid).children(recursive=True)]
-        except psutil.NoSuchProcess:
-            procs = []
-        for p in procs:
-            try:
-                p.terminate()
-            except psutil.NoSuchProcess:
-                pass
-        _, alive = psutil.wait_procs(procs, timeout=GRACE)
-        for p in alive:
-            try:
-                p.kill()
-            except psutil.NoSuchProcess:
-                pass
-        self.popen.wait()
 
 
 class Waiter:
@@ -188,10 +200,12 @@ class Waiter:
             time.sleep(POLL_MARKS if self.marking else min(POLL_WINDOW, max(0.0, deadline - now)))
 
     def _check_program(self) -> None:
+        # ``run``'s program has ended when every process of it has (the target's tree), an
+        # attached process when it has.
+        self.program.reap_adopted()
         code = self.program.returncode()
-        if code is not None or self.target.ended:
-            code = self.program.returncode()
-            raise ProgramEnded(_ended_text(self.program, code))
+        if self.target.ended or (code is not None and self.program.popen is None):
+            raise ProgramEnded(_ended_text(self.program, self.program.returncode()))
 
 
 class ProgramWatch(Watch):
@@ -214,39 +228,88 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The ``leakwidget`` console script; returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
-        if args.command == "report":
-            return _report(args)
-        return _watch(args)
-    except BadInput as exc:
-        _say(f"error: {exc}")
-        return EXIT_BAD_INPUT
-    except KeyboardInterrupt:  # outside the watch (which keeps its result on Ctrl-C)
-        _say("interrupted")
-        return EXIT_INTERRUPTED
+    with EndSignals() as signals:
+        try:
+            if args.command == "report":
+                return _report(args)
+            return _watch(args, signals)
+        except BadInput as exc:
+            _say(f"error: {exc}")
+            return EXIT_BAD_INPUT
+        except KeyboardInterrupt:  # outside the watch (which keeps its result on Ctrl-C)
+            _say("interrupted")
+            return signals.status()
+
+
+class EndSignals:
+    """SIGTERM and SIGHUP (a CI timeout, ``kill``, a closed terminal, a job scheduler) end the
+    watch as Ctrl-C does: the result so far is kept and saved, the program stopped. Each is
+    turned into SIGINT, so the watch's own interrupt handling (raise in the step, ignore while
+    the result is put together) applies; the exit status says which came (128 + its number)."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self._saved: dict[int, object] = {}
+
+    def __enter__(self) -> EndSignals:
+        if threading.current_thread() is threading.main_thread():
+            for signum in self.SIGNALS:
+                self._saved[signum] = signal.signal(signum, self._as_interrupt)
+            # A script's background job starts with SIGINT ignored; what it is turned into must
+            # still be heard.
+            if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+                self._saved[signal.SIGINT] = signal.signal(signal.SIGINT, signal.default_int_handler)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self._saved.items():
+            signal.signal(signum, handler)
+
+    def _as_interrupt(self, signum: int, frame: object) -> None:
+        if self.received is None:
+            self.received = signum
+        signal.raise_signal(signal.SIGINT)
+
+    def status(self) -> int:
+        """The exit status of an interrupted watch: 130 for Ctrl-C, 143 SIGTERM, 129 SIGHUP."""
+        return EXIT_INTERRUPTED if self.received is None else 128 + self.received
+
+    def note(self, program: Program) -> str:
+        if self.received is None:
+            return ""
+        then = "the program was stopped" if program.popen is not None else "the process is left running"
+        return (f"leakwidget received {signal.Signals(self.received).name}: the watch ended there, "
+                f"and {then}.")
 
 
 def _report(args: argparse.Namespace) -> int:
     from .report.html import render_html
+    from .report.saved import check_saved
 
     try:
         with open(args.result, encoding="utf-8") as f:
             doc = json.load(f)
     except (OSError, ValueError) as exc:
         raise BadInput(f"cannot read the result {args.result}: {_reason(exc)}") from None
-    if not isinstance(doc, dict) or "verdict" not in doc:
-        raise BadInput(f"{args.result} is not a leakwidget result (saved with --json or result.to_json())")
-    _check_writable(args.html, "--html")
-    write_whole(args.html, render_html(doc))
+    try:
+        check_saved(doc)
+    except ValueError as exc:
+        raise BadInput(f"{args.result} is not a leakwidget result (saved with --json or "
+                       f"result.to_json()): {exc}") from None
+    _check_outputs({"--html": args.html}, reads=("RESULT.json", args.result))
+    page = render_html(doc)
+    try:
+        write_whole(args.html, page)
+    except OSError as exc:
+        raise BadInput(f"cannot write --html {args.html}: {_reason(exc)}") from None
     _say(f"wrote {args.html}")
     return 0
 
 
-def _watch(args: argparse.Namespace) -> int:
-    outputs = {"--json": args.json, "--csv": args.csv, "--html": args.html}
-    for option, path in outputs.items():
-        if path is not None:
-            _check_writable(path, option)
+def _watch(args: argparse.Namespace, signals: EndSignals) -> int:
+    _check_outputs({"--json": args.json, "--csv": args.csv, "--html": args.html})
     command = _command(args)
     line = output = None
     if not args.quiet:
@@ -256,21 +319,33 @@ def _watch(args: argparse.Namespace) -> int:
         if command is not None and ProgramOutput.wanted(args.quiet):
             output = ProgramOutput(line)
     with MarkCounter() as counter:
-        program = _start(args, command, counter, output)
+        program = None
         try:
+            program = _start(args, command, counter, output)
             result, waiter = _observe(args, program, counter, line)
         finally:
-            program.stop()
+            if command is not None:  # also when an interrupt cut _start short
+                _end_run(program)
             if output is not None:
                 output.close()  # the program's last lines come before the report
-        code = _conclude(args, result, program, waiter)
+        code = _conclude(args, result, program, waiter, signals)
     # The allocator that matters is the program's (its environment), not leakwidget's own; and
     # the libraries leakwidget has loaded say nothing about the program.
     result.environment = environment(program.variables or {})
     doc = json.loads(result.to_json())
     doc["program"] = _program_info(args, program, waiter)
-    _write_outputs(args, result, doc)
+    if not _write_outputs(args, result, doc):
+        return EXIT_BAD_INPUT
     return code
+
+
+def _end_run(program: Program | None) -> None:
+    """End the program ``run`` started and every process it started, those it left behind
+    included (leakwidget is their subreaper): SIGTERM, then SIGKILL after ``GRACE``."""
+    end_descendants(GRACE)
+    if program is not None:
+        program.popen.wait()
+    adopt_orphans(False)
 
 
 def _command(args: argparse.Namespace) -> list[str] | None:
@@ -288,10 +363,9 @@ def _command(args: argparse.Namespace) -> list[str] | None:
 def _start(args: argparse.Namespace, command: list[str] | None, counter: MarkCounter,
            output: ProgramOutput | None) -> Program:
     if command is None:
-        if args.pid == os.getpid():
-            raise BadInput("that pid is leakwidget itself")
         try:
             handle = psutil.Process(args.pid)
+            _check_attachable(handle)
             command = handle.cmdline()
         except psutil.NoSuchProcess:
             raise BadInput(f"no process with pid {args.pid}") from None
@@ -300,21 +374,39 @@ def _start(args: argparse.Namespace, command: list[str] | None, counter: MarkCou
         return Program(args.pid, command, handle=handle, variables=process_variables(args.pid))
     env = dict(os.environ, **{MARKS_ENV: counter.path})
     streams = {} if output is None else {"stdout": output.slave, "stderr": output.slave}
+    # What the program leaves behind (a daemon's double fork, `cmd &` in a script that exits)
+    # becomes leakwidget's child, not init's: watched with the rest, and stopped with it.
+    adopt_orphans()
     try:
         popen = subprocess.Popen(command, env=env, **streams)
-    except OSError as exc:  # not found, not executable
-        if output is not None:
-            output.close()
+    except OSError as exc:  # not found, not executable (the caller closes the output)
         raise BadInput(f"cannot run {command[0]}: {_reason(exc)}") from None
     if output is not None:
         output.start()
     return Program(popen.pid, command, popen=popen, variables=env)
 
 
+def _check_attachable(handle: psutil.Process) -> None:
+    """Refuse what has no memory of its own to watch, or whose tree holds leakwidget itself."""
+    pid = handle.pid
+    if pid == os.getpid():
+        raise BadInput("that pid is leakwidget itself")
+    if kernel_thread(pid):
+        raise BadInput(f"process {pid} ({handle.name()}) is a kernel thread: it has no memory of its "
+                       "own to watch")
+    if pid in {p.pid for p in psutil.Process().parents()}:
+        what = ("init, the system's first process" if pid == 1
+                else f"{handle.name()}, which leakwidget runs under")
+        raise BadInput(f"process {pid} is {what}: its tree includes leakwidget itself, whose memory "
+                       "would be counted as its own; attach to the program you want to watch")
+
+
 def _observe(args: argparse.Namespace, program: Program, counter: MarkCounter,
              line: LiveLine | None) -> tuple[WatchResult, Waiter]:
     try:
-        target = Target(ProcessTree(program.pid))
+        tree = (ProcessTree(os.getpid(), descendants_only=True) if program.popen is not None
+                else ProcessTree(program.pid))
+        target = Target(tree)
     except ProcessLookupError:
         raise BadInput(f"no process with pid {program.pid}") from None
     except PermissionError as exc:
@@ -324,12 +416,14 @@ def _observe(args: argparse.Namespace, program: Program, counter: MarkCounter,
         step=waiter, iterations=args.iterations,
         seconds=args.seconds if args.seconds is not None else math.inf,
         warmup=args.warmup, max_rss=args.max_rss, label=_label(args, program.command),
+        repeatable=False,
     )
     watch = ProgramWatch(spec, [line] if line is not None else [], source=target, waiter=waiter)
     return watch.run(), waiter
 
 
-def _conclude(args: argparse.Namespace, result: WatchResult, program: Program, waiter: Waiter) -> int:
+def _conclude(args: argparse.Namespace, result: WatchResult, program: Program, waiter: Waiter,
+              signals: EndSignals) -> int:
     """Print the report; the exit status."""
     ended = isinstance(result.error, ProgramEnded)
     failed = False
@@ -337,7 +431,7 @@ def _conclude(args: argparse.Namespace, result: WatchResult, program: Program, w
         code = program.returncode()
         failed = program.popen is None or (code is not None and code != 0)
         if not failed:  # the program finished early: its partial verdict stands
-            result.stopped = "stopped"
+            result.stopped = "ended"
             result.error = None
             result.error_traceback = ""
         result.stage_notes.append(_ended_text(program, code))
@@ -345,6 +439,8 @@ def _conclude(args: argparse.Namespace, result: WatchResult, program: Program, w
     elif result.error is not None:
         result.stage_notes.append(f"The watch failed: {result.error!r}")
         failed = True
+    if signals.note(program):
+        result.stage_notes.append(signals.note(program))
     if waiter.folded:
         result.stage_notes.append(
             f"Marks came faster than the process tree's memory can be read: {waiter.folded:,} of "
@@ -352,7 +448,7 @@ def _conclude(args: argparse.Namespace, result: WatchResult, program: Program, w
     if not args.quiet:
         _print_report(result, waiter)
     if result.stopped == "interrupted":
-        return EXIT_INTERRUPTED
+        return signals.status()
     if failed:
         return EXIT_PROGRAM_FAILED
     return EXIT_CODES[result.verdict.kind]
@@ -400,15 +496,22 @@ def _print_report(result: WatchResult, waiter: Waiter) -> None:
         _say(note)
 
 
-def _write_outputs(args: argparse.Namespace, result: WatchResult, doc: dict) -> None:
-    if args.json:
-        write_whole(args.json, json.dumps(doc))
-    if args.csv:
-        result.to_csv(args.csv)
-    if args.html:
-        from .report.html import render_html
+def _write_outputs(args: argparse.Namespace, result: WatchResult, doc: dict) -> bool:
+    """Write each file asked for; False (each failure said in one line) if one could not be."""
+    from .report.html import render_html
 
-        write_whole(args.html, render_html(doc))
+    writes = {"--json": (args.json, lambda: write_whole(args.json, json.dumps(doc))),
+              "--csv": (args.csv, lambda: result.to_csv(args.csv)),
+              "--html": (args.html, lambda: write_whole(args.html, render_html(doc)))}
+    written = True
+    for option, (path, write) in writes.items():
+        if path:
+            try:
+                write()
+            except OSError as exc:  # the folder removed, the disk full since the start
+                _say(f"error: cannot write {option} {path}: {_reason(exc)}")
+                written = False
+    return written
 
 
 def _program_info(args: argparse.Namespace, program: Program, waiter: Waiter) -> dict:
@@ -439,7 +542,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="leakwidget",
         description="Watch a program's memory and decide whether it leaks.",
         epilog="Exit status: 0 stable or plateau, 1 leak, 2 inconclusive, 3 the program failed "
-               "or the process vanished, 4 bad input, 130 interrupted.",
+               "or the process vanished, 4 bad input or an output not written, 130 interrupted "
+               "(143 SIGTERM, 129 SIGHUP).",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
     run = sub.add_parser("run", help="run a program and watch its process tree",
@@ -493,11 +597,31 @@ class _Parser(argparse.ArgumentParser):
 # Small helpers
 
 
+def _check_outputs(outputs: dict[str, str | None], reads: tuple[str, str] | None = None) -> None:
+    """Refuse output paths before the watch starts rather than lose the result after it: each
+    must be writable, and no two may name the same file (nor the one ``reads`` names, the
+    option and path of an input)."""
+    seen: dict[str, str] = {}
+    if reads is not None:
+        seen[os.path.realpath(reads[1])] = reads[0]
+    for option, path in outputs.items():
+        if path is None:
+            continue
+        same = seen.setdefault(os.path.realpath(path), option)
+        if same != option:
+            raise BadInput(f"{same} and {option} name the same file ({path}): give each its own")
+        _check_writable(path, option)
+
+
 def _check_writable(path: str, option: str) -> None:
-    """Refuse an output path before the watch starts rather than lose the result after it."""
-    folder = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
         raise BadInput(f"cannot write {option} {path}: it is a directory")
+    if written_in_place(path):  # a FIFO, a terminal, /dev/stdout: written as it is
+        if not os.access(path, os.W_OK):
+            raise BadInput(f"cannot write {option} {path}: Permission denied")
+        return
+    # A new or regular file is written beside its target (a symlink's), then renamed.
+    folder = os.path.dirname(os.path.realpath(path))
     try:
         fd, probe = tempfile.mkstemp(dir=folder, prefix=".leakwidget-probe-")
     except OSError as exc:
@@ -513,12 +637,16 @@ def _label(args: argparse.Namespace, command: list[str] | None) -> str:
 
 
 def _ended_text(program: Program, code: int | None) -> str:
-    after = format_duration(time.monotonic() - program.started)
+    now = time.monotonic()
+    after = format_duration(now - program.started)
     if program.popen is None:
         return f"Process {program.pid} ended after {after} of watching."
-    if code is not None and code < 0:
-        return f"The program was killed by signal {-code} after {after}."
-    return f"The program exited with status {code} after {after}."
+    exited = program.exited if program.exited is not None else now
+    how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with status {code}"
+    text = f"The program {how} after {format_duration(exited - program.started)}"
+    if now - exited >= 1.0:
+        text += f"; the processes it left running ended after {after}"
+    return text + "."
 
 
 def _reason(exc: BaseException) -> str:
@@ -526,7 +654,10 @@ def _reason(exc: BaseException) -> str:
 
 
 def _say(text: str) -> None:
-    print(f"leakwidget: {text}", file=sys.stderr, flush=True)
+    try:
+        print(f"leakwidget: {text}", file=sys.stderr, flush=True)
+    except OSError:  # a terminal that hung up (SIGHUP): the files must still be written
+        pass
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@ import math
 import sys
 import threading
 import warnings
+from collections.abc import Callable
+from types import FrameType
 from typing import Any, Literal
 
 import keras
@@ -42,6 +44,7 @@ Per = Literal["batch", "epoch"]
 Phase = Literal["train", "test", "predict"]
 _STOP_FLAG: dict[Phase, str] = {"train": "stop_training", "test": "stop_evaluating",
                                 "predict": "stop_predicting"}
+LOOP_CHECK_SECONDS = 0.25  # outside IPython, how often the Keras loop is looked for on its stack
 _NO_CLICKS_NOTE = (
     "This kernel cannot deliver clicks while model.fit runs (that needs ipykernel 7 or later, "
     "whose subshells handle them): Stop takes effect only after the cell has finished. "
@@ -78,7 +81,7 @@ class LeakWatch(keras.callbacks.Callback):
             step=_no_step, iterations=iterations,
             seconds=seconds if seconds is not None else (math.inf if iterations is None else None),
             warmup=warmup, max_rss=parse_size(max_rss) if max_rss is not None else None,
-            trace=trace, label=label,
+            trace=trace, label=label, repeatable=False,
         )
         self.widget = widget
         self.quiet = quiet
@@ -92,6 +95,8 @@ class LeakWatch(keras.callbacks.Callback):
         self._route: Any = None  # the Stop button's subshell route (notebook)
         self._line: Any = None  # the progress line (outside a notebook)
         self._hook: Any = None  # IPython's post_run_cell hook that ends an abandoned watch
+        self._loop: KerasLoop | None = None  # the Keras call driving the watch
+        self._lock = threading.RLock()  # the watch ends once, whoever notices first
 
     # ------------------------------------------------------------------ Keras's hooks
     def on_train_begin(self, logs: dict | None = None) -> None:
@@ -151,6 +156,8 @@ class LeakWatch(keras.callbacks.Callback):
             self._abandon()  # an earlier call that ended with an exception
         label = self.spec.label or {"train": "fit", "test": "evaluate", "predict": "predict"}[phase]
         watch = Watch(self.spec, self._observers(label), live_verdict=True)
+        watch.driver = f"the LeakWatch callback's watch of {label}"
+        watch.release_if_abandoned = self._release_if_abandoned
         self._route_clicks()
         # The run does not await between batches, but clicks reach it through the subshell:
         # the dashboard must not say they cannot.
@@ -171,6 +178,7 @@ class LeakWatch(keras.callbacks.Callback):
         self._watch, self._phase = watch, phase
         self._open = self._stopping = False
         self._epochs = 0
+        self._loop = KerasLoop.calling()
         self._end_if_abandoned()
 
     def _step_begin(self, phase: Phase) -> None:
@@ -189,12 +197,20 @@ class LeakWatch(keras.callbacks.Callback):
             setattr(self.model, _STOP_FLAG[phase], True)
 
     def _finish(self, phase: Phase) -> None:
-        if self._watch is None or phase != self._phase:
-            return
-        watch, self._watch, self._phase, self._open = self._watch, None, None, False
-        self._close_route()
-        self._unhook()
-        self.result = watch.finish()
+        with self._lock:
+            if self._watch is None or phase != self._phase:
+                return
+            watch, self._watch, self._phase, self._open = self._watch, None, None, False
+            if self._loop is not None:
+                self._loop.close()  # (its frame, and all it holds, are not ours to keep)
+                self._loop = None
+            self._close_route()
+            self._unhook()
+            self.result = watch.finish()
+            self._tell()
+
+    def _tell(self) -> None:
+        """The verdict and what grows, on the progress line's stream (outside a notebook)."""
         if self._line is not None:
             self._line.say(f"leakwidget: {self.result.summary}")
             att = self.result.attribution
@@ -203,21 +219,32 @@ class LeakWatch(keras.callbacks.Callback):
             self._line = None
 
     def close(self) -> None:
-        """End a watch that a ``fit`` / ``evaluate`` / ``predict`` which raised left open
-        (in IPython this happens by itself when the cell ends; elsewhere the callback's next use
-        does it, or this). ``cb.result`` then holds what was measured."""
+        """End a watch that a ``fit`` / ``evaluate`` / ``predict`` which raised left open. It
+        ends by itself: in IPython when the cell ends, elsewhere within a fraction of a second
+        (a thread looks for the Keras loop on its stack), or when another watch starts.
+        ``cb.result`` then holds what was measured."""
         self._abandon()
 
     def _abandon(self) -> None:
         """The Keras loop raised (an interrupt, an error in the data) and never called its
         ``on_*_end``: end the watch, keeping what it measured."""
-        if self._watch is None:
-            return
-        self._watch.request_stop("interrupted")
-        self._finish(self._phase)
-        self.result.stage_notes.append(
-            "The Keras loop ended with an exception: the result covers the iterations before it."
-        )
+        with self._lock:
+            if self._watch is None:
+                return
+            self._watch.request_stop("interrupted")
+            self._finish(self._phase)
+            self.result.stage_notes.append(
+                "The Keras loop ended with an exception: the result covers the iterations before it."
+            )
+
+    def _release_if_abandoned(self) -> bool:
+        """End the watch if its Keras loop has ended without telling the callback; True if the
+        watch is over (a watch started meanwhile may go ahead)."""
+        with self._lock:
+            if self._watch is not None and (self._loop is None or self._loop.running):
+                return False
+            self._abandon()
+            return True
 
     # ------------------------------------------------------------------ views
     def _observers(self, label: str) -> list[Observer]:
@@ -255,14 +282,13 @@ class LeakWatch(keras.callbacks.Callback):
             self._route = None
 
     def _end_if_abandoned(self) -> None:
-        """In IPython, end a watch the Keras loop abandoned (Ctrl-C, an exception) when its
-        cell ends, so the dashboard shows the result and ``cb.result`` is set."""
-        if "IPython" not in sys.modules or threading.current_thread() is not threading.main_thread():
-            return
-        from IPython import get_ipython
-
-        shell = get_ipython()
+        """End a watch the Keras loop abandoned (Ctrl-C, an exception) so that ``cb.result``
+        is set: in an IPython cell when the cell ends (the dashboard then draws the result on
+        the kernel's thread), elsewhere as soon as a thread sees the loop gone."""
+        shell = _running_cell()
         if shell is None:
+            if self._loop is not None:  # (IPython's cell end does it in a cell)
+                self._loop.when_gone(self._release_if_abandoned)
             return
 
         def after_cell(*_: object) -> None:
@@ -280,6 +306,63 @@ class LeakWatch(keras.callbacks.Callback):
                 shell.events.unregister("post_run_cell", fn)
             except ValueError:
                 pass
+
+
+class KerasLoop:
+    """The Keras call (``fit`` / ``evaluate`` / ``predict``) that drives a watch, seen on its
+    thread's stack: over once its outermost Keras frame has left it — which Keras does not tell
+    a callback when the call raises."""
+
+    def __init__(self, thread: int, frame: FrameType) -> None:
+        self.thread, self.frame = thread, frame
+        self._done = threading.Event()
+
+    @classmethod
+    def calling(cls) -> KerasLoop | None:
+        """The Keras call that called the callback this runs in (None: not called by Keras)."""
+        frame, outermost = sys._getframe(1), None
+        while frame is not None and frame.f_globals.get("__name__", "").startswith(__name__):
+            frame = frame.f_back  # this module's own frames
+        while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] == "keras":
+            outermost, frame = frame, frame.f_back
+        return None if outermost is None else cls(threading.get_ident(), outermost)
+
+    @property
+    def running(self) -> bool:
+        frame = sys._current_frames().get(self.thread)
+        while frame is not None and frame is not self.frame:
+            frame = frame.f_back
+        return frame is not None
+
+    def when_gone(self, then: Callable[[], object]) -> None:
+        """A thread that calls ``then`` soon after the call has ended (every
+        ``LOOP_CHECK_SECONDS``), unless closed first."""
+
+        def check() -> None:
+            while not self._done.wait(LOOP_CHECK_SECONDS):
+                if not self.running:
+                    then()
+                    return
+
+        threading.Thread(target=check, name="leakwidget-keras-loop", daemon=True).start()
+
+    def close(self) -> None:
+        self._done.set()
+        self.frame = None
+
+
+def _running_cell() -> Any:
+    """The IPython shell running the cell this code runs in (on this thread), or None."""
+    if "IPython" not in sys.modules or threading.current_thread() is not threading.main_thread():
+        return None
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__") != "IPython.core.interactiveshell":
+        frame = frame.f_back
+    if frame is None:  # IPython is loaded, but this is no cell of it (a script, a test)
+        return None
+    from IPython import get_ipython
+
+    return get_ipython()
 
 
 def _in_kernel() -> bool:

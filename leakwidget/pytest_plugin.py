@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from leakwidget_pytest import MARKER
+from leakwidget_pytest import MARKER, default_seconds
 
 OPTIONS = ("seconds", "iterations", "max_rss", "warmup")
 RESULT = pytest.StashKey[Any]()  # item.stash[RESULT]: the WatchResult of a marked test
@@ -61,6 +61,9 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
                     "make it a plain function that runs its own loop (asyncio.run)", pytrace=False)
     kwargs = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
     result = _watch(lambda: fn(**kwargs), fn, options, pyfuncitem.config)
+    # The stash lasts the session; the step's arguments (the fixtures) must end with the test.
+    result.let_go_of_the_step()
+    kwargs.clear()  # (a failing test's traceback keeps this frame)
     pyfuncitem.stash[RESULT] = result
     pyfuncitem.add_report_section("call", "leakwatch", str(result))
     _judge(result, pyfuncitem.name)
@@ -105,21 +108,11 @@ def _watch(step: Callable[[], object], fn: Callable, options: dict[str, Any],
 
     seconds, iterations = options.get("seconds"), options.get("iterations")
     if seconds is None and iterations is None:
-        seconds = _default_seconds(config)
+        seconds = default_seconds(config)
     spec = WatchSpec(step=step, iterations=iterations, seconds=seconds,
                      warmup=options.get("warmup"), max_rss=options.get("max_rss"),
                      label=fn.__qualname__, code=fn.__code__)
     return Watch(spec).run()
-
-
-def _default_seconds(config: pytest.Config) -> float | None:
-    value = config.getoption("leakwatch_seconds")
-    if value is None:
-        ini = config.getini("leakwatch_seconds")
-        value = float(ini) if ini not in (None, "") else None
-    if value is not None and not (value > 0 and math.isfinite(value)):
-        raise pytest.UsageError(f"--leakwatch-seconds must be a positive number, not {value!r}")
-    return value
 
 
 def _judge(result: Any, name: str) -> None:
@@ -127,7 +120,10 @@ def _judge(result: Any, name: str) -> None:
     if result.stopped == "interrupted":
         raise KeyboardInterrupt
     if result.error is not None:
-        if sys.version_info >= (3, 11):
+        # A skip or an xfail is the test's outcome, whose reason pytest shows as written (a
+        # note would be printed after the skip's reason); a failure says where it came.
+        outcome = isinstance(result.error, (pytest.skip.Exception, pytest.xfail.Exception))
+        if sys.version_info >= (3, 11) and not outcome:
             result.error.add_note(f"(raised in iteration {result.error_iteration} of the leakwatch run)")
         raise result.error
     verdict = result.verdict

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -109,7 +110,7 @@ def test_a_program_that_exits_early_ends_the_watch_with_its_partial_verdict(prog
                    "--", sys.executable, str(programs / "leaky.py"), env={**os.environ, "STEPS": "80"})
     assert time.monotonic() - t0 < 30
     assert p.returncode == 1, p.stderr  # its verdict: a leak
-    assert "The program exited with status 0" in p.stderr and "(stopped: stopped)" in p.stderr
+    assert "The program exited with status 0" in p.stderr and "(stopped: ended)" in p.stderr
     # Its exit freed everything: iterations that saw that are in the records, not the verdict.
     doc = json.loads((programs / "r.json").read_text())
     rss = [r["rss"] for r in doc["iterations"]]
@@ -240,6 +241,141 @@ def test_ctrl_c_ends_the_watch_keeps_the_result_and_stops_the_program(programs: 
     assert gone(int(pidfile.read_text()))
 
 
+def _sigint_ignored() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize("signum, status, background", [
+    (signal.SIGTERM, 143, False), (signal.SIGHUP, 129, False), (signal.SIGTERM, 143, True),
+], ids=["SIGTERM", "SIGHUP", "SIGTERM-to-a-background-job"])
+def test_sigterm_and_sighup_end_the_watch_keep_the_result_and_stop_the_program(
+        programs: Path, signum: int, status: int, background: bool) -> None:
+    # What a CI timeout, kill, a closed terminal or a job scheduler sends: as Ctrl-C, with the
+    # exit status saying which signal came; also for a script's background job, which starts
+    # with SIGINT ignored.
+    pidfile = programs / "pid"
+    w = subprocess.Popen([*CLI, "run", "--interval", "0.1", "--json", str(programs / "r.json"), "--",
+                          sys.executable, str(programs / "leaky.py"), str(pidfile)],
+                         stderr=subprocess.PIPE, text=True,
+                         preexec_fn=_sigint_ignored if background else None)
+    try:
+        deadline = time.monotonic() + 20
+        while not pidfile.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)
+        w.send_signal(signum)
+        _, err = w.communicate(timeout=30)
+    finally:  # a leakwidget that ignored the signal must not leave its leaking program running
+        w.kill()
+        if pidfile.exists() and not gone(int(pidfile.read_text())):
+            os.kill(int(pidfile.read_text()), signal.SIGKILL)
+    assert w.returncode == status, err
+    doc = json.loads((programs / "r.json").read_text())
+    assert doc["stopped"] == "interrupted" and doc["iteration_count"] >= 5
+    assert f"received {signal.Signals(signum).name}" in err
+    assert gone(int(pidfile.read_text()))
+
+
+DAEMON = """
+import os, sys, time
+if os.fork() == 0:  # the classic double fork: the grandchild is nobody's child but init's
+    os.setsid()
+    if os.fork() == 0:
+        open(sys.argv[1], "w").write(str(os.getpid()))
+        keep = []
+        for i in range(300):  # bounded: 300 MiB and 15 s if nothing stops it
+            keep.append(bytearray(1 << 20))
+            time.sleep(0.05)
+    os._exit(0)
+"""
+
+
+def test_a_program_that_daemonizes_is_watched_and_ended_with_what_it_left(tmp_path: Path) -> None:
+    (tmp_path / "daemon.py").write_text(textwrap.dedent(DAEMON))
+    pidfile = tmp_path / "pid"
+    p = leakwidget("run", "--interval", "0.1", "--seconds", "3", "--json", str(tmp_path / "r.json"), "--",
+                   sys.executable, str(tmp_path / "daemon.py"), str(pidfile))
+    assert p.returncode == 1, p.stderr  # the daemon's leak, not the launcher's quick exit
+    assert json.loads((tmp_path / "r.json").read_text())["stopped"] == "seconds"
+    assert gone(int(pidfile.read_text()))
+
+
+def test_a_program_whose_first_process_exits_is_watched_until_what_it_left_ends(tmp_path: Path) -> None:
+    t0 = time.monotonic()
+    p = leakwidget("run", "--interval", "0.1", "--json", str(tmp_path / "r.json"), "--",
+                   "bash", "-c", "sleep 1.5 & exit 0")
+    assert p.returncode in (0, 2), p.stderr  # its verdict (a sleep's flat line), not a failure
+    assert 1.4 < time.monotonic() - t0 < 20
+    assert json.loads((tmp_path / "r.json").read_text())["iteration_count"] >= 10
+    assert "exited with status 0 after" in p.stderr and "the processes it left running ended" in p.stderr
+    # With a budget, what is left is stopped with the rest.
+    marker = tmp_path / "left"
+    p = leakwidget("run", "--interval", "0.1", "--seconds", "1", "--", "bash", "-c",
+                   f"(sleep 301; touch {marker}) & echo $! > {tmp_path / 'pid'}; exit 0")
+    assert p.returncode in (0, 2), p.stderr
+    assert gone(int((tmp_path / "pid").read_text()))
+
+
+def test_what_a_program_leaves_behind_is_collected_when_it_ends(tmp_path: Path) -> None:
+    # Thirty orphans that end at once: leakwidget, their subreaper, collects each, or they stay
+    # zombies (a program that leaves one per step would fill the process table).
+    started = tmp_path / "started"
+    w = subprocess.Popen([*CLI, "run", "--interval", "0.1", "--seconds", "4", "-q", "--", "bash", "-c",
+                          f"for i in $(seq 30); do (sleep 0.01 &); done; echo $$ > {started}; sleep 10"])
+    try:
+        deadline = time.monotonic() + 20
+        while not (started.exists() and started.read_text().strip()) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        program = int(started.read_text())
+
+        def orphans(status: str) -> int:
+            return sum(1 for p in psutil.Process(w.pid).children()
+                       if p.pid != program and (p.status() == psutil.STATUS_ZOMBIE) == (status == "ended"))
+
+        deadline = time.monotonic() + 2
+        while (orphans("running") or orphans("ended")) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert w.poll() is None, "the watch ended before the orphans could be counted"
+        assert orphans("ended") == 0
+    finally:
+        w.wait(timeout=30)
+
+
+def test_outputs_that_are_a_symlink_or_a_fifo_are_written_through_not_replaced(tmp_path: Path) -> None:
+    (tmp_path / "link.json").symlink_to("target.json")
+    os.mkfifo(tmp_path / "fifo.csv")
+    read: list[bytes] = []
+    reader = threading.Thread(target=lambda: read.append((tmp_path / "fifo.csv").read_bytes()))
+    reader.start()
+    p = leakwidget("run", "--interval", "0.1", "--seconds", "1", "--json", str(tmp_path / "link.json"),
+                   "--csv", str(tmp_path / "fifo.csv"), "--", "sleep", "5")
+    reader.join(timeout=30)
+    # A sleeping program for 1 s: stable, or on a busy machine too few windows to say (2);
+    # what is tested is the files, and that writing them was no error (4).
+    assert p.returncode in (0, 2), p.stderr
+    assert (tmp_path / "link.json").is_symlink() and (tmp_path / "fifo.csv").is_fifo()
+    assert json.loads((tmp_path / "target.json").read_text())["stopped"] == "seconds"
+    assert read and read[0].startswith(b"index,start,end,rss")
+
+
+def test_an_output_folder_removed_during_the_run_is_one_line_and_exit_4(tmp_path: Path) -> None:
+    out, started = tmp_path / "out", tmp_path / "started"
+    out.mkdir()
+    w = subprocess.Popen([*CLI, "run", "--interval", "0.1", "--seconds", "2", "--json", str(out / "r.json"),
+                          "--", sys.executable, "-c",
+                          f"import time; open({str(started)!r}, 'w'); time.sleep(5)"],
+                         stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 20
+    while not started.exists() and time.monotonic() < deadline:  # the paths have been checked
+        time.sleep(0.02)
+    shutil.rmtree(out)
+    _, err = w.communicate(timeout=30)
+    assert w.returncode == 4, err
+    assert err.strip().splitlines()[-1] == (
+        f"leakwidget: error: cannot write --json {out / 'r.json'}: No such file or directory")
+    assert "Traceback" not in err and "(stopped: seconds)" in err  # the verdict was still said
+
+
 # ------------------------------------------------------------------ bad input: one line, status 4
 
 
@@ -255,12 +391,40 @@ def test_a_pid_that_does_not_exist() -> None:
 
 
 def test_a_pid_of_another_user(tmp_path: Path) -> None:
-    # As user nobody, this test process (root's) is not ours to read.
+    # As user nobody, a process of root's is not ours to read.
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip("needs root and setpriv to become another user")
-    p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *CLI,
-                        "attach", str(os.getpid())], capture_output=True, text=True, timeout=60, cwd=tmp_path)
-    assert "not allowed to read" in one_error_line(p)
+    roots = subprocess.Popen(["sleep", "30"])
+    try:
+        p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *CLI,
+                            "attach", str(roots.pid)], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    finally:
+        roots.kill()
+        roots.wait()
+    assert "not allowed to read" in one_error_line(p) and "another user" in p.stderr
+
+
+def test_attach_refuses_a_kernel_thread_and_what_leakwidget_runs_under() -> None:
+    assert "process 2 (kthreadd) is a kernel thread: it has no memory of its own to watch" in (
+        one_error_line(leakwidget("attach", "2")))
+    # init, and this test's process: each one's tree holds leakwidget itself.
+    assert "process 1 is init, the system's first process: its tree includes leakwidget itself" in (
+        one_error_line(leakwidget("attach", "1")))
+    line = one_error_line(leakwidget("attach", str(os.getpid())))
+    assert f"process {os.getpid()} is python" in line and "which leakwidget runs under" in line
+
+
+def test_the_same_file_for_two_outputs_is_refused(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    line = one_error_line(leakwidget("run", "--json", str(tmp_path / "x"), "--html", str(tmp_path / "x"),
+                                     "--", sys.executable, "-c", f"open({str(marker)!r}, 'w')"))
+    assert "--json and --html name the same file" in line and not marker.exists()
+    (tmp_path / "r.json").write_text('{"verdict": {"kind": "stable"}}')
+    (tmp_path / "same.json").symlink_to("r.json")
+    for html in ("r.json", "same.json"):
+        line = one_error_line(leakwidget("report", str(tmp_path / "r.json"), "--html", str(tmp_path / html)))
+        assert "RESULT.json and --html name the same file" in line
+    assert (tmp_path / "r.json").read_text() == '{"verdict": {"kind": "stable"}}'
 
 
 def test_a_program_that_is_not_found(tmp_path: Path) -> None:
@@ -308,6 +472,43 @@ def test_report_renders_a_saved_result_and_refuses_what_is_not_one(programs: Pat
     assert "is not a leakwidget result" in one_error_line(
         leakwidget("report", str(programs / "bad.json"), "--html", str(programs / "x.html")))
     assert not (programs / "x.html").exists()
+
+
+@pytest.fixture(scope="module")
+def saved() -> dict:
+    import leakwidget
+
+    return json.loads(leakwidget.watch(lambda: None, iterations=20, widget=False).to_json())
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("verdict", 5, "verdict must be an object, not 5"),
+    ("verdict.kind", 5, "verdict.kind must be one of leak, plateau, stable, inconclusive, not 5"),
+    ("iterations", "x", "iterations must be a list, not 'x'"),
+    ("iterations.0.rss", None, "iterations[0].rss is missing"),
+    ("environment", [1], "environment must be an object, not [1]"),
+    ("elapsed", "3 s", "elapsed must be a number, not '3 s'"),
+    ("iteration_count", "20", "iteration_count must be a whole number, not '20'"),
+    ("samples", [[1, 2, 3]], "samples[0] must be a pair of numbers, not [1, 2, 3]"),
+    ("stages", [{"kind": "map"}], "stages[0].id is missing"),
+    ("attribution", "python", "attribution must be an object, not 'python'"),
+    ("config.max_rss", "2GiB", "config.max_rss must be a number, not '2GiB'"),
+])
+def test_report_names_the_field_a_saved_result_gets_wrong(saved: dict, tmp_path: Path, field: str,
+                                                         value: object, message: str) -> None:
+    doc = json.loads(json.dumps(saved))
+    *parents, last = field.split(".")
+    where = doc
+    for key in parents:
+        where = where[int(key)] if isinstance(where, list) else where[key]
+    if value is None:
+        del where[last]
+    else:
+        where[last] = value
+    (tmp_path / "r.json").write_text(json.dumps(doc))
+    line = one_error_line(leakwidget("report", str(tmp_path / "r.json"), "--html", str(tmp_path / "r.html")))
+    assert line.endswith(f"is not a leakwidget result (saved with --json or result.to_json()): {message}")
+    assert not (tmp_path / "r.html").exists()
 
 
 def test_the_console_script_is_installed_with_help() -> None:

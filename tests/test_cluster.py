@@ -8,10 +8,13 @@ configurations at a time must find what the sequential one finds.
 
 from __future__ import annotations
 
+import http.server
+import importlib
 import itertools
 import os
 import random
 import signal
+import sys
 import threading
 import time
 
@@ -211,6 +214,98 @@ def test_the_magic_bisects_on_a_cluster(shell, client, monkeypatch) -> None:
     address = client.scheduler.address
     shell.run_cell(f"%%leakwatch --bisect --cluster {address} -t {SECONDS} -q -o b2 setup()\nstep(None)\n")
     assert [s.kind for s in shell.user_ns["b2"].culprits] == ["part0"], str(shell.user_ns["b2"])
-    monkeypatch.setattr(cluster, "CONNECT_TIMEOUT", "1s")
+    monkeypatch.setattr(cluster, "CONNECT_TIMEOUT", 1.0)
     with pytest.raises(UsageError, match="cannot reach the Dask scheduler"):
         shell.run_cell("%%leakwatch --bisect --cluster tcp://127.0.0.1:9 -t 5\nstep(None)\n").raise_error()
+
+
+# ------------------------------------------------------------------ a task that fails
+
+
+def test_a_task_that_fails_is_that_configurations_error_and_the_bisection_is_returned(client, tmp_path) -> None:
+    # The step lives in a module this process imported and the Dask workers cannot find (it is
+    # gone by the time they look): every task fails as it unpickles the step.
+    (tmp_path / "gone_from_the_workers.py").write_text("def step(_):\n    return None\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        gone = importlib.import_module("gone_from_the_workers")
+    finally:
+        sys.path.remove(str(tmp_path))
+    (tmp_path / "gone_from_the_workers.py").unlink()
+    try:
+        result = leakwidget.bisect(gone.step, seconds_per_config=SECONDS, client=client)
+    finally:
+        sys.modules.pop("gone_from_the_workers", None)
+    base = result.configurations[0]
+    assert base.stopped == "error" and "ModuleNotFoundError" in base.error, str(result)
+    assert "gone_from_the_workers" in result.summary and not result.culprits
+
+
+def test_an_interrupt_keeps_the_iterations_a_dask_task_ran(client, tmp_path) -> None:
+    step, setup = pipeline(culprit=1)
+    calls = [0]
+
+    def counted(state):
+        calls[0] += 1
+        if calls[0] == 40:  # in the worker: tell the test the task is well under way
+            (tmp_path / "ran").touch()
+        step(state)
+
+    def interrupt_once_it_runs() -> None:
+        while not (tmp_path / "ran").exists():
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt_once_it_runs, daemon=True).start()
+    t = time.perf_counter()
+    result = leakwidget.bisect(counted, setup, seconds_per_config=60, client=client)
+    assert time.perf_counter() - t < 30
+    base = result.configurations[0]
+    # The task heard the interrupt (its stop event) and sent what it had measured.
+    assert base.stopped == "interrupted" and base.observed.iterations >= 40, str(result)
+    assert "interrupted" in result.summary
+
+
+def test_a_task_whose_worker_dies_is_worker_died_with_the_cause(tmp_path) -> None:
+    # Its own one-worker cluster that gives a task one try: the dying step kills its worker.
+    import dask
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                      dashboard_address=None) as lc, distributed.Client(lc) as c:
+            calls = [0]
+
+            def dies(_):
+                calls[0] += 1
+                if calls[0] == 10:
+                    os.kill(os.getpid(), signal.SIGKILL)  # as a native crash would end it
+
+            result = leakwidget.bisect(dies, lambda: None, seconds_per_config=SECONDS, client=c)
+    base = result.configurations[0]
+    assert base.stopped == "worker-died" and "KilledWorker" in base.error, str(result)
+    assert "its worker process died" in result.summary
+
+
+def test_an_address_where_no_dask_scheduler_answers_is_a_clear_error_within_the_timeout(monkeypatch) -> None:
+    # A real HTTP server: it accepts the connection, reads Dask's handshake and waits for more.
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setattr(cluster, "CONNECT_TIMEOUT", 1.0)
+    errors: list[BaseException] = []
+
+    def connect() -> None:
+        try:
+            cluster.connect(f"tcp://127.0.0.1:{server.server_port}").close()
+        except BaseException as exc:
+            errors.append(exc)
+
+    attempt = threading.Thread(target=connect, daemon=True)
+    t = time.perf_counter()
+    attempt.start()
+    attempt.join(timeout=15)
+    server.shutdown()
+    server.server_close()
+    assert not attempt.is_alive(), "connecting to an HTTP server hangs"
+    assert time.perf_counter() - t < 5
+    assert len(errors) == 1 and isinstance(errors[0], cluster.ClusterError), errors
+    assert "did not answer Dask's handshake within 1 s" in str(errors[0])

@@ -13,6 +13,7 @@ import queue
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -21,6 +22,7 @@ import pytest
 
 keras = pytest.importorskip("keras")
 
+import leakwidget  # noqa: E402
 from leakwidget.engine.watch import active_watch  # noqa: E402
 from leakwidget.keras import LeakWatch  # noqa: E402
 
@@ -121,7 +123,7 @@ def test_one_iteration_per_training_batch_and_the_result_is_the_usual_one(model:
     history = model.fit(Batches(12), epochs=3, callbacks=[cb], verbose=0)
     r = cb.result
     assert len(history.epoch) == 3 and model.stop_training is False  # watched, not stopped
-    assert r.iteration_count == 36 and r.stopped == "stopped"
+    assert r.iteration_count == 36 and r.stopped == "ended"
     assert r.column("duration").min() > 0 and r.verdict.kind in ("leak", "plateau", "stable", "inconclusive")
     assert r.attribution is not None  # the engine's attribution ran at the end
     assert active_watch() is None
@@ -208,17 +210,53 @@ def test_a_fit_that_raises_in_ipython_keeps_its_partial_result(model: Any) -> No
     assert any("exception" in n for n in cb.result.stage_notes)
 
 
-def test_outside_ipython_the_callback_closes_an_abandoned_watch_on_its_next_use(model: Any) -> None:
+def leakwidget_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("leakwidget")]
+
+
+def test_outside_ipython_a_fit_that_raises_ends_its_watch_and_its_threads(model: Any) -> None:
+    # Keras calls no on_train_end when fit raises. A watch started right after ends the
+    # abandoned one first...
     cb = LeakWatch(quiet=True)
     with pytest.raises(Boom):
         model.fit(Batches(10), epochs=1, callbacks=[cb, RaiseAt(2)], verbose=0)
-    assert active_watch() is not None  # nothing told the callback the loop died
-    model.fit(Batches(4), epochs=1, callbacks=[cb], verbose=0)
-    assert active_watch() is None and cb.result.iteration_count == 4
+    assert leakwidget.watch(lambda: None, iterations=10, widget=False).iteration_count == 10
+    assert cb.result.stopped == "interrupted" and cb.result.iteration_count == 3
+    # ... and without one the callback notices by itself, within a fraction of a second.
     with pytest.raises(Boom):
-        model.fit(Batches(10), epochs=1, callbacks=[cb, RaiseAt(2)], verbose=0)
-    cb.close()  # or explicitly
-    assert active_watch() is None and cb.result.stopped == "interrupted"
+        model.fit(Batches(10), epochs=1, callbacks=[cb, RaiseAt(4)], verbose=0)
+    deadline = time.monotonic() + 5
+    while (active_watch() is not None or leakwidget_threads()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert active_watch() is None and leakwidget_threads() == []
+    assert cb.result.stopped == "interrupted" and cb.result.iteration_count == 5
+    assert any("exception" in n for n in cb.result.stage_notes)
+    cb.close()  # nothing left to close
+    assert cb.result.iteration_count == 5
+
+
+def test_a_fit_that_runs_to_its_end_is_ended_not_stopped_and_offers_no_bisect(model: Any) -> None:
+    from leakwidget.notebook.banner import final_banner
+
+    kept = []
+
+    @leakwidget.stage
+    def remember(batch: int) -> int:  # a stage Bisect could switch off, were there a step
+        kept.append(bytearray(64 * 1024))
+        return batch
+
+    class Remember(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+            remember(batch)
+
+    cb = LeakWatch(quiet=True)
+    model.fit(Batches(200), epochs=1, callbacks=[Remember(), cb], verbose=0)
+    r = cb.result
+    assert r.stopped == "ended" and r.verdict.kind == "leak", str(r)
+    assert any(s.toggleable for s in r.stages)
+    details = " ".join(final_banner(r).details)
+    assert "You stopped it" not in details and "Bisect" not in details, details
+    assert "ran to its end" in details
 
 
 def test_the_progress_line_is_printed_per_epoch_beside_keras_own_bar(model: Any, capsys) -> None:

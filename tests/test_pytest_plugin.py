@@ -175,3 +175,70 @@ def test_unmarked_tests_are_left_alone(pytester: pytest.Pytester) -> None:
     """)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
+
+
+def test_nothing_of_a_passing_test_is_held_after_its_teardown(pytester: pytest.Pytester) -> None:
+    # The result stays in the item's stash for the session; the test's fixtures must not stay
+    # with it (a 400 MB fixture kept for the rest of the session).
+    pytester.makepyfile("""
+        import gc, weakref
+        import pytest
+
+        REFS = []
+
+        class Big:
+            pass
+
+        @pytest.fixture
+        def big():
+            b = Big()
+            REFS.append(weakref.ref(b))
+            return b
+
+        @pytest.mark.leakwatch(iterations=20)
+        def test_uses_it(big):
+            pass
+
+        def test_after():
+            gc.collect()
+            assert REFS and REFS[0]() is None, gc.get_referrers(REFS[0]())
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+
+
+@pytest.mark.parametrize("args, ini", [
+    (["--leakwatch-seconds", "-1"], ""),
+    (["--leakwatch-seconds", "abc"], ""),
+    (["-o", "leakwatch_seconds=abc"], ""),
+    ([], "leakwatch_seconds = 0"),
+], ids=["negative", "not-a-number", "-o-not-a-number", "ini-zero"])
+def test_a_wrong_leakwatch_seconds_is_a_usage_error_at_start_up(pytester: pytest.Pytester, args: list[str],
+                                                                ini: str) -> None:
+    if ini:
+        pytester.makeini(f"[pytest]\n{ini}\n")
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.leakwatch
+        def test_plain():
+            sum(range(1000))
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str() + result.stderr.str()
+    assert "leakwatch_seconds" in result.stderr.str() or "--leakwatch-seconds" in result.stderr.str()
+    assert "seconds" in result.stderr.str() and "test_plain" not in result.stdout.str()
+
+
+def test_a_skip_in_the_body_reads_as_its_reason_alone(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.leakwatch(iterations=20)
+        def test_skips():
+            pytest.skip("no GPU here")
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rs")
+    result.assert_outcomes(skipped=1)
+    out = result.stdout.str()
+    assert "no GPU here" in out and "raised in iteration" not in out, out

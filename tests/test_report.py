@@ -101,6 +101,15 @@ def test_the_report_opens_offline_with_charts_verdict_tables_and_environment(
         p.context.close()
 
 
+def test_a_saved_result_with_attribution_and_stages_passes_the_report_check(
+        leak: leakwidget.WatchResult) -> None:
+    from leakwidget.report.saved import check_saved
+
+    doc = json.loads(leak.to_json())
+    assert doc["attribution"]["top_types"] and doc["stages"]  # every part of the page is there
+    check_saved(doc)
+
+
 def test_a_saved_result_renders_like_the_live_one(leak: leakwidget.WatchResult, tmp_path: Path) -> None:
     # leakwidget report RESULT.json renders the exported form; the page must be the same.
     live = render_html(json.loads(leak.to_json()))
@@ -150,3 +159,29 @@ def test_an_unwritable_path_raises_and_leaves_nothing(leak: leakwidget.WatchResu
         leak.save_html(tmp_path / "taken.html")
     assert sorted(f.name for f in tmp_path.iterdir()) == ["locked", "taken.html"]
     assert list((tmp_path / "taken.html").iterdir()) == []
+
+
+def test_save_html_writes_through_a_symlink_a_fifo_and_a_device(tmp_path: Path) -> None:
+    import threading
+
+    r = leakwidget.watch(lambda: None, iterations=20, widget=False)
+    (tmp_path / "link.html").symlink_to("page.html")
+    r.save_html(tmp_path / "link.html")
+    assert (tmp_path / "link.html").is_symlink() and "<svg" in (tmp_path / "page.html").read_text()
+    os.mkfifo(tmp_path / "fifo.html")
+    read: list[bytes] = []
+    reader = threading.Thread(target=lambda: read.append((tmp_path / "fifo.html").read_bytes()))
+    reader.start()
+    r.save_html(tmp_path / "fifo.html")
+    reader.join(timeout=10)
+    assert (tmp_path / "fifo.html").is_fifo() and read and b"<svg" in read[0]
+    if os.geteuid() != 0:
+        return  # making a device node needs root
+    # A node like /dev/full (1, 7): every write fails with ENOSPC. It is written into, and the
+    # error raised; before, as root, the node was replaced by a regular file.
+    full = tmp_path / "full"
+    os.mknod(full, stat.S_IFCHR | 0o666, os.makedev(1, 7))
+    with pytest.raises(OSError, match="No space left on device"):
+        r.save_html(full)
+    assert stat.S_ISCHR(full.stat().st_mode)
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["fifo.html", "full", "link.html", "page.html"]

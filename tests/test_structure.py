@@ -20,7 +20,8 @@ FORBIDDEN = {
     "leakwidget.engine": ("leakwidget.notebook", *JUPYTER),
     "leakwidget.report": ("leakwidget.notebook", *JUPYTER),
 }
-REPORT_READS = ("leakwidget.engine.units", "leakwidget.engine.verdict")
+# The engine's words (kinds: the verdict and stop words, declared once), units and verdicts.
+REPORT_READS = ("leakwidget.engine.kinds", "leakwidget.engine.units", "leakwidget.engine.verdict")
 MAX_FUNCTION_LINES = 100
 MAX_CLASS_LINES = 250
 # A stage's states: the rules that compare them live in leakwidget/stages/ only (stage.py).

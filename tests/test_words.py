@@ -33,6 +33,7 @@ from leakwidget.engine.attribution.growth import measure_growth
 from leakwidget.engine.attribution.result import Attribution
 from leakwidget.engine.records import FIELDS, IterationRecord, RecordLog
 from leakwidget.engine.result import WatchResult
+from leakwidget.engine.spec import WatchSpec
 from leakwidget.engine.verdict import Verdict, decide
 from leakwidget.engine.verdict import evidence as evidence_module
 from leakwidget.notebook.banner import final_banner, live_banner
@@ -57,6 +58,7 @@ class Replayed:
     elapsed: float = 0.0
     error: BaseException | None = None
     stages: list = field(default_factory=list)
+    spec: WatchSpec = field(default_factory=lambda: WatchSpec(step=lambda: None))  # a repeatable step
 
     # What the result says of itself, read as a real WatchResult reads it.
     retention = WatchResult.retention
@@ -231,3 +233,18 @@ def test_the_headless_demo_says_nothing_the_rules_forbid(capsys: pytest.CaptureF
     assert "stopped: stopped" not in out and not SCIENTIFIC.search(out)
     for part in out.split("==="):
         assert not (NOT_YOURS.search(part) and LEAK.search(part)), part
+
+
+def test_a_creep_under_a_byte_per_iteration_is_said_with_its_numbers() -> None:
+    # A page every ~8,000 iterations under page-sized noise: significant at 95%, not at 99.9%.
+    # Rounded to whole bytes it read "creeping up ... (slope +0 B per iteration, 95%: 0–1 B)".
+    rng = np.random.default_rng(2)
+    i = np.arange(20_000)
+    rss = (100 << 20) + 4096 * np.floor(i * 0.5 / 4096) + 4096 * (rng.random(i.size) < 0.5)
+    v = decide(i, rss.astype(float))
+    assert "creeping up" in v.summary, v.summary
+    m = re.search(r"slope \+([\d.]+) B per iteration, 95%: ([\d.]+)\u2013([\d.]+) B\)", v.summary)
+    assert m, v.summary
+    slope, low, high = map(float, m.groups())
+    assert 0 < low <= slope <= high, v.summary
+    assert slope == pytest.approx(v.slope, rel=0.05) and low == pytest.approx(v.slope_low, rel=0.05)

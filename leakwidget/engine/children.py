@@ -12,11 +12,19 @@ total — and each child keeps its own series and, at the end, its own verdict
 Cost: a daemon thread reads the known children every ``READ_INTERVAL`` and looks for new ones
 every ``FIND_INTERVAL`` (a scan of every process of the system, a few ms); a watch of a process
 without children pays one attribute read per sample and iteration.
+
+A process whose parent ends (a daemon's double fork, a child of a child that exited) leaves the
+tree: Linux hands it to init. A process that runs the watched code and must end all of it (an
+isolated watch's worker, ``leakwidget run``) first calls :func:`adopt_orphans`, and such
+processes become its own children instead: still in its tree, watched, and ended by
+:func:`end_descendants`.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 import threading
 import time
 from dataclasses import dataclass, field
@@ -36,6 +44,8 @@ FIND_INTERVAL = 1.0  # seconds between searches for new ones while there are non
 FIND_INTERVAL_CHILDREN = 0.5  # ... and while there are
 MAX_CHILDREN = 64  # children given their own series (the rest count in the total only)
 SERIES_CAPACITY = 4096
+PR_SET_CHILD_SUBREAPER = 36  # prctl option (linux/prctl.h)
+END_ROUNDS_SECONDS = 5.0  # end_descendants: at most this long killing what keeps appearing
 
 
 @dataclass
@@ -171,3 +181,77 @@ class WithChildren:
                                    np.column_stack([t - t0, v.astype(float)]) if t.size else np.zeros((0, 2)),
                                    np.column_stack([i, u]) if i.size else np.zeros((0, 2))))
         return out
+
+
+def adopt_orphans(on: bool = True) -> bool:
+    """Make this process the subreaper of its descendants (Linux ``PR_SET_CHILD_SUBREAPER``):
+    a descendant whose parent ends becomes this process's child, not init's. ``on=False`` undoes
+    it. False where the system cannot (not Linux)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def descendants(pid: int | None = None) -> list:
+    """The live descendants of ``pid`` (this process), as psutil processes; zombies left out."""
+    import psutil
+
+    try:
+        found = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    alive = []
+    for p in found:
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE:
+                alive.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return alive
+
+
+def end_descendants(grace: float = 0.0, pid: int | None = None) -> None:
+    """End every descendant of ``pid`` (this process): SIGTERM and ``grace`` seconds to exit
+    when ``grace`` > 0, then SIGKILL, again and again while new ones appear (one that forked
+    while it ended; the orphans of those killed, which come back to a subreaper), for at most
+    ``END_ROUNDS_SECONDS``. Ended ones may stay zombies until their parent collects them."""
+    procs = descendants(pid)
+    if grace > 0 and procs:
+        _send(procs, signal.SIGTERM)
+        _wait_ended(procs, grace)
+        procs = descendants(pid)
+    deadline = time.monotonic() + END_ROUNDS_SECONDS
+    while procs and time.monotonic() < deadline:
+        _send(procs, signal.SIGKILL)
+        _wait_ended(procs, 1.0)
+        procs = descendants(pid)
+
+
+def _send(procs: list, signum: int) -> None:
+    import psutil
+
+    for p in procs:
+        try:
+            p.send_signal(signum)
+        except psutil.NoSuchProcess:
+            pass
+
+
+def _wait_ended(procs: list, timeout: float) -> None:
+    """Until each of ``procs`` is gone or a zombie, at most ``timeout`` seconds."""
+    import psutil
+
+    deadline = time.monotonic() + timeout
+    while procs and time.monotonic() < deadline:
+        running = []
+        for p in procs:
+            try:
+                if p.status() != psutil.STATUS_ZOMBIE:
+                    running.append(p)
+            except psutil.NoSuchProcess:
+                pass
+        procs = running
+        if procs:
+            time.sleep(0.005)

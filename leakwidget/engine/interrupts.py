@@ -76,9 +76,11 @@ class Interrupts:
         return self._saved if self._saved is not None else signal.default_int_handler
 
     def hold(self) -> None:
-        """From now on SIGINT is noted and ignored (while the result is put together)."""
+        """From now on SIGINT is noted and ignored (while the result is put together). (A watch
+        finished from another thread, the Keras callback's when its loop raised, leaves the
+        handler alone: only the main thread may set it.)"""
         self.stepping = False
-        if self._armed:
+        if self._armed and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, self._note)
             self._hooked = True
 

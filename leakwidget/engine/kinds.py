@@ -16,11 +16,12 @@ AttributionKind = Literal["python", "native", "allocator", "none"]
 ATTRIBUTION_KINDS: tuple[AttributionKind, ...] = get_args(AttributionKind)
 
 # Why a watch ended: its budget ("iterations", "seconds"), a confident verdict, the user
-# (an interrupt, or Stop in a view: "stopped"), the step's exception, the memory guard, or the
-# worker process of an isolated watch ending without a result ("worker-died").
+# (an interrupt, or Stop in a view: "stopped"), the step's exception, the memory guard, the
+# worker process of an isolated watch ending without a result ("worker-died"), or the watched
+# code running to its own end ("ended": a training run that completed, a program that exited).
 StopReason = Literal[
     "iterations", "seconds", "confident", "interrupted", "error", "memory-guard", "stopped",
-    "worker-died",
+    "worker-died", "ended",
 ]
 STOP_REASONS: tuple[StopReason, ...] = get_args(StopReason)
 

@@ -8,6 +8,7 @@ import io
 import json
 import math
 import os
+import stat
 import tempfile
 from dataclasses import dataclass, field
 
@@ -32,6 +33,11 @@ def _step_not_restored(*args: object) -> None:
                        "that ran it) did not travel with it; run the watch again where they exist")
 
 
+def _without_functions(spec: WatchSpec) -> WatchSpec:
+    return dataclasses.replace(spec, step=_step_not_restored, code=None,
+                               setup=None if spec.setup is None else _step_not_restored)
+
+
 @dataclass
 class WatchResult:
     spec: WatchSpec
@@ -51,7 +57,9 @@ class WatchResult:
     environment: dict = field(default_factory=environment)  # versions, allocator, machine memory
     # Child processes of the watched process: each one's memory and verdict (engine/children.py)
     children: list[ChildResult] = field(default_factory=list)
-    _log: RecordLog = field(default_factory=lambda: RecordLog(0), repr=False)
+    # A result made without a log (a run that ended before its first iteration) has an empty
+    # one, of the smallest size a log can have.
+    _log: RecordLog = field(default_factory=lambda: RecordLog(4), repr=False)
 
     @property
     def iterations(self) -> list[IterationRecord]:
@@ -68,12 +76,14 @@ class WatchResult:
     # -- pickling: everything but the functions, which belong to the session that ran them --
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        spec = self.spec
-        state["spec"] = dataclasses.replace(
-            spec, step=_step_not_restored, code=None,
-            setup=None if spec.setup is None else _step_not_restored,
-        )
+        state["spec"] = _without_functions(self.spec)
         return state
+
+    def let_go_of_the_step(self) -> None:
+        """Drop the step and setup, and all they hold (a pytest test's fixtures, through the
+        arguments its step was called with), from a result kept longer than they may live;
+        they are replaced as for pickling. Run again cannot work from it afterwards."""
+        self.spec = _without_functions(self.spec)
 
     # -- export --------------------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -180,21 +190,42 @@ class WatchResult:
 
 
 def write_whole(path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder, renamed into
-    place: a reader never sees half a file, and a failure leaves nothing behind."""
-    folder = os.path.dirname(os.path.abspath(os.fspath(path)))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".leakwidget-", suffix=".tmp")
+    """Write ``text`` to ``path``. A regular file, or a new one, is written through a temporary
+    file in its folder, renamed into place: a reader never sees half a file, and a failure leaves
+    nothing behind. A symlink is followed: the file it points to is replaced, the link stays.
+    What :func:`written_in_place` names (a FIFO, a terminal, a device, /dev/stdout) is written
+    into, never replaced."""
+    if written_in_place(path):
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        return
+    target = os.path.realpath(os.fspath(path))
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".leakwidget-", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except BaseException:
         try:
             os.unlink(tmp)
         except OSError:
             pass
         raise
+
+
+def written_in_place(path) -> bool:
+    """Is ``path`` something to write into rather than replace: anything there that is not a
+    regular file (a FIFO, a terminal, a device; a directory fails as it would), and whatever
+    /dev and /proc name (/dev/stdout is the caller's own descriptor: the file a shell appends
+    to behind it must not be replaced)?"""
+    path = os.path.abspath(os.fspath(path))
+    if path.startswith(("/dev/", "/proc/")):
+        return True
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)  # (follows a symlink)
+    except FileNotFoundError:
+        return False
 
 
 def _finite(v: float | None) -> float | None:

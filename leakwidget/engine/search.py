@@ -340,8 +340,8 @@ class Bisector(_HandsOutAhead):
             self._finish("interrupted", [])
             return
         if error:
-            self.notes.append(f"Configuration {config.index} ({config.label}) stopped when the step "
-                              f"raised {error}; counted as not reproducing the leak.")
+            self.notes.append(f"Configuration {config.index} ({config.label}) stopped when "
+                              f"{_failure(config)}; counted as not reproducing the leak.")
         self._advance(config.reproduces)
 
     def result(self) -> BisectResult:
@@ -516,8 +516,7 @@ def summary_of(b: Bisector, state: str, culprits: list[Stage]) -> str:
                 "stage leaking; MALLOC_ARENA_MAX=2 or jemalloc/tcmalloc (LD_PRELOAD) "
                 "curb it.")
     if state == "no-leak" and b._baseline.error:
-        return (f"Nothing was bisected: with every stage on, the step raised "
-                f"{b._baseline.error}.")
+        return f"Nothing was bisected: with every stage on, {_failure(b._baseline)}."
     if state == "no-leak":
         return (f"Nothing to bisect: with every stage on, the verdict is {base.kind}, not a "
                 f"leak{_small_plateau(base, b.min_plateau)}.")
@@ -568,6 +567,13 @@ def plateau_summary(state: str, culprits: list[Stage], baseline: Configuration,
     return (f"The plateau comes from {where}: {alone} memory rises {rise}, like the whole "
             f"pipeline's {format_bytes(plateau_rise(baseline.verdict))}; with every stage off, "
             "it does not. " + said)
+
+
+def _failure(config: Configuration) -> str:
+    """How a configuration's run failed, as a clause: its step raised, or its worker died."""
+    if config.stopped == "worker-died":
+        return f"its worker process died ({config.error})"
+    return f"the step raised {config.error}"
 
 
 def _small_plateau(v: Verdict, min_plateau: float) -> str:

@@ -16,6 +16,7 @@ from . import sampler
 # Finding a tree's descendants scans every process of the system (~3–6 ms): done at most this
 # often, the members found last being read in between.
 CHILDREN_REFRESH = 0.5  # seconds
+PF_KTHREAD = 0x00200000  # a process's flags (/proc/PID/stat): a kernel thread
 
 
 class MemorySource(Protocol):
@@ -47,15 +48,26 @@ class ProcessTree:
     ``CHILDREN_REFRESH`` seconds. ``rss()`` raises ``ProcessLookupError`` once the root process
     is gone. A process whose memory we may not read (another user's) is refused with
     ``PermissionError``.
+
+    ``descendants_only``: the tree is what ``pid`` started, not ``pid`` itself (``leakwidget
+    run`` watches its own descendants: the program, and the processes it left behind, which
+    come back to leakwidget, their subreaper); ``rss()`` raises ``ProcessLookupError`` once
+    every one of them has ended.
     """
 
     in_process = False
     hz = 20.0  # reading every process's smaps costs ~0.1–1 ms each: fewer samples
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, *, descendants_only: bool = False) -> None:
         import psutil
 
         self._psutil = psutil
+        self.descendants_only = descendants_only
+        if descendants_only:
+            self.pid, self.root = pid, psutil.Process(pid)
+            self._procs = []
+            self._found_at = -CHILDREN_REFRESH
+            return
         try:
             self.root = psutil.Process(pid)
             self.root.memory_info()
@@ -68,9 +80,8 @@ class ProcessTree:
         except PermissionError:
             # statm is readable by anyone, smaps only by the owner: without it the tree's
             # children and shared pages cannot be counted right.
-            raise PermissionError(
-                f"not allowed to read the memory of process {pid} (it belongs to another user)"
-            ) from None
+            raise PermissionError(f"not allowed to read the memory of process {pid} "
+                                  f"({_why_not_readable(self.root)})") from None
         except OSError:
             pass  # no smaps_rollup on this kernel: RSS it is
         self.pid = pid
@@ -79,29 +90,71 @@ class ProcessTree:
 
     def members(self) -> dict[int, int]:
         """{pid: bytes} of the root and each descendant alive now."""
-        ps = self._psutil
-        procs = self._procs
-        if time.monotonic() - self._found_at >= CHILDREN_REFRESH:
-            try:
-                procs = self._procs = [self.root, *self.root.children(recursive=True)]
-            except ps.NoSuchProcess:
-                raise ProcessLookupError(f"process {self.pid} has ended") from None
-            self._found_at = time.monotonic()
-        out = {}
-        for p in procs:
-            try:
-                out[p.pid] = _pss(p.pid) or int(p.memory_info().rss)
-            except ps.NoSuchProcess:
-                if p is self.root:
-                    raise ProcessLookupError(f"process {self.pid} has ended") from None
+        if self.descendants_only:
+            out = self._read(self._find())
+            if not out:  # those known have ended: any left that are not known yet?
+                self._found_at = -CHILDREN_REFRESH
+                out = self._read(self._find())
+            if not out:
+                raise ProcessLookupError(f"every process started by process {self.pid} has ended")
+            return out
+        out = self._read(self._find())
         if not out.get(self.pid):
             # No memory at all: the root has exited and waits for its parent to collect its
             # exit status (a zombie). Counting it as 0 bytes would draw a false cliff.
             raise ProcessLookupError(f"process {self.pid} has ended")
         return out
 
+    def _find(self) -> list:
+        """The members known, looked for again every ``CHILDREN_REFRESH`` seconds."""
+        if time.monotonic() - self._found_at >= CHILDREN_REFRESH:
+            try:
+                found = self.root.children(recursive=True)
+            except self._psutil.NoSuchProcess:
+                raise ProcessLookupError(f"process {self.pid} has ended") from None
+            self._procs = found if self.descendants_only else [self.root, *found]
+            self._found_at = time.monotonic()
+        return self._procs
+
+    def _read(self, procs: list) -> dict[int, int]:
+        """{pid: bytes} of those of ``procs`` that hold memory (not zombies)."""
+        out = {}
+        for p in procs:
+            try:
+                value = _pss(p.pid) or int(p.memory_info().rss)
+            except self._psutil.NoSuchProcess:
+                if p is self.root:
+                    raise ProcessLookupError(f"process {self.pid} has ended") from None
+                continue
+            if value or p is self.root:
+                out[p.pid] = value
+        return out
+
     def rss(self) -> int:
         return sum(self.members().values())
+
+
+def kernel_thread(pid: int) -> bool:
+    """Is ``pid`` a thread of the kernel (kthreadd and its children: no memory of their own)?"""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return False
+    return bool(int(fields[6]) & PF_KTHREAD)  # the 9th field, flags
+
+
+def _why_not_readable(proc) -> str:
+    """Why another process's memory is closed to us, in the words that are true of it."""
+    import os
+
+    try:
+        owner = proc.uids().real
+    except Exception:  # it ended meanwhile, or its owner cannot be read either
+        return "the system does not allow it"
+    if owner != os.geteuid():
+        return "it belongs to another user"
+    return "the system does not allow it, though it is this user's"
 
 
 def _pss(pid: int) -> int | None:

@@ -39,6 +39,9 @@ class WatchSpec:
     isolate: bool = False
     env: tuple[tuple[str, str], ...] = ()  # the worker's extra environment (a dict is accepted)
     allocator: Allocator | None = None  # the worker's malloc: glibc's, or jemalloc/tcmalloc preloaded
+    # leakwidget calls the step, so Run again and Bisect can repeat it; False where the watched
+    # code drives its own iterations (a Keras fit, a program under leakwidget run).
+    repeatable: bool = True
 
     def __post_init__(self) -> None:
         if not callable(self.step):
@@ -81,7 +84,10 @@ def _env_pairs(env: Mapping[str, str] | Iterable[tuple[str, str]] | None) -> tup
         name, value = pair
         if not isinstance(name, str) or not name or "=" in name or "\0" in name:
             raise ValueError(f"env: not a variable name: {name!r}")
-        if not isinstance(value, str) or "\0" in value:
+        if not isinstance(value, str):
             raise ValueError(f"env: the value of {name} must be a string, not {value!r}")
+        if "\0" in value:
+            raise ValueError(f"env: the value of {name} holds a NUL character (\\0), which no "
+                             f"environment variable can: {value!r}")
         out.append((name, value))
     return tuple(out)

@@ -44,15 +44,24 @@ def format_bytes(n: float, signed: bool = False) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if a < 1024 or unit == "TiB":
             if unit == "B":
-                return f"{sign}{a:.0f} B"
+                return f"{sign}{_bytes(a)} B"
             return f"{sign}{a:.0f} {unit}" if a >= 100 else f"{sign}{a:.1f} {unit}"
         a /= 1024
     raise AssertionError("unreachable")
 
 
+def _bytes(a: float) -> str:
+    """A count of bytes, a fraction of one under 10 with two significant digits: slopes are
+    averages, and "+0 B per iteration (95%: 0–1 B)" beside "creeping up" says nothing true."""
+    if a >= 10 or a == 0:
+        return f"{a:.0f}"
+    decimals = max(1, 1 - math.floor(math.log10(a)))
+    return f"{a:.{decimals}f}".rstrip("0").rstrip(".")
+
+
 def _format_number(v: float, div: int, unit: str) -> str:
     x = v / div
-    s = f"{abs(x):.0f}" if abs(x) >= 100 or unit == "B" else f"{abs(x):.1f}"
+    s = _bytes(abs(x)) if unit == "B" else f"{abs(x):.0f}" if abs(x) >= 100 else f"{abs(x):.1f}"
     return ("\u2212" if x < 0 and s.strip("0.") else "") + s
 
 

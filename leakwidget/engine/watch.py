@@ -169,6 +169,11 @@ class Watch:
         self._budget: Budget | None = None
         self._result: WatchResult | None = None
         self._children: WithChildren | None = None  # this process's descendants (in_process)
+        # Set by code that drives the iterations itself (the Keras callback): who that is, as
+        # a watch started meanwhile is told, and a check that ends this watch if that code
+        # stopped driving it without finishing it (its loop raised), True if it did.
+        self.driver = ""
+        self.release_if_abandoned: Callable[[], bool] | None = None
 
     # ------------------------------------------------------------------ what observers see
     @property
@@ -348,8 +353,8 @@ class Watch:
                     self.stopped = self.stopped or "memory-guard"
         finally:
             _teardown(self)
-        if self.stopped is None:
-            self.stopped = self._stop_request or "stopped"
+        if self.stopped is None:  # a push-driven watch whose code ran to its end
+            self.stopped = self._stop_request or "ended"
         self.verdict = verdict_of(self.log, self.spec, self._headroom, self.baseline_rss)
         result = _result_of(self)
         for ob in self.observers:
@@ -513,15 +518,22 @@ async def traced_phase(watch: Watch, step: Callable[[], object], pause: Pause) -
 
 
 def _claim(watch: Watch) -> None:
-    """Make ``watch`` the one running in this process."""
+    """Make ``watch`` the one running in this process (ending first one whose driver has
+    abandoned it: a Keras loop that raised)."""
     global _active
     with _active_lock:
-        if _active is not None:
-            raise WatchAlreadyRunning(
-                "a leakwidget watch is already running in this process; "
-                "a watch cannot be started inside another (stop the first one, or wait for it)"
-            )
-        _active = watch
+        running = _active
+        if running is None:
+            _active = watch
+            return
+    # Outside the lock: ending the abandoned watch releases it.
+    if running.release_if_abandoned is not None and running.release_if_abandoned():
+        return _claim(watch)
+    which = f" ({running.driver})" if running.driver else ""
+    raise WatchAlreadyRunning(
+        f"a leakwidget watch{which} is already running in this process; "
+        "a watch cannot be started inside another (stop the first one, or wait for it)"
+    )
 
 
 def _refuse_unrun_body(returned: object) -> None:

@@ -38,6 +38,7 @@ STOPPED: dict[StopReason, str] = {
     "memory-guard": "It stopped before memory ran out (the memory guard).",
     "stopped": "You stopped it.",
     "worker-died": "Its worker process ended without a result.",
+    "ended": "What it watched ran to its end.",
 }
 
 
@@ -158,7 +159,8 @@ def _evidence(att: Attribution) -> list[str]:
 
 def _advice(result: WatchResult, kind: str) -> list[str]:
     v = result.verdict
-    if kind == "leak" and any(s.toggleable for s in result.stages):
+    # Bisect repeats the step: not for code that drives its own iterations (a training run).
+    if kind == "leak" and result.spec.repeatable and any(s.toggleable for s in result.stages):
         return ["Bisect runs the step with pipeline stages switched off to find the one that leaks."]
     if v.kind == "inconclusive" and v.reason not in ("no data",):
         return ["Run longer (-t SECONDS) for a clear answer."]

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import argparse
 import keyword
+import re
+import shlex
 import sys
 import types
 
@@ -117,7 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run the setup and the step in a fresh worker process (the notebook names "
                         "the cell uses travel with it)")
     p.add_argument("--env", type=_env_pair, action="append", default=[], metavar="NAME=VALUE",
-                   help="an environment variable of the worker process (repeatable; implies --isolate)")
+                   help="an environment variable of the worker process (repeatable; implies --isolate; "
+                        "quoted as in a shell: --env XLA_FLAGS=\"--a --b\")")
     p.add_argument("--allocator", choices=ALLOCATORS,
                    help="the worker's malloc: glibc, jemalloc or tcmalloc (implies --isolate)")
     p.add_argument("--compare-allocators", action="store_true",
@@ -136,11 +139,16 @@ _VALUED = {"-n", "--iterations", "-t", "--seconds", "--warmup", "--max-rss", "-o
            "--env", "--allocator", "--jobs", "--cluster"}
 
 
+# A shell word: unquoted characters, '...', "..." (with backslash escapes) and \x, run together.
+_WORD = re.compile(r"""(?:[^\s'"\\]+|'[^']*'|"(?:[^"\\]|\\.)*"|\\.)+""", re.S)
+
+
 def split_line(line: str) -> tuple[list[str], str]:
     """Split the magic line into option tokens and the verbatim statement that follows them.
 
-    Options come first (like %%timeit); the first token that is not an option starts the
-    statement, which is kept exactly as written (quotes, '=' and all).
+    Options come first (like %%timeit) and are quoted as in a shell (``--env A='x y'``,
+    ``--env XLA_FLAGS="--a --b"``: one value each, without the quotes); the first token that is
+    not an option starts the statement, which is kept exactly as written (quotes, '=' and all).
     """
     tokens: list[str] = []
     pos = 0
@@ -151,17 +159,19 @@ def split_line(line: str) -> tuple[list[str], str]:
             pos += 1
         if pos >= n:
             break
-        end = pos
-        while end < n and not line[end].isspace():
-            end += 1
-        tok = line[pos:end]
+        word = _WORD.match(line, pos)
+        end = word.end() if word is not None else n
+        if end < n and not line[end].isspace():  # an unclosed quote: shlex says so below
+            end = n
+        raw = line[pos:end]
         if expect_value:
-            tokens.append(tok)
+            tokens.append(_unquote(raw))
             expect_value = False
-        elif tok == "--":
+        elif raw == "--":
             pos = end
             break
-        elif tok.startswith("-") and len(tok) > 1 and not tok[1].isdigit():
+        elif raw.startswith("-") and len(raw) > 1 and not raw[1].isdigit():
+            tok = _unquote(raw)
             tokens.append(tok)
             name = tok.split("=", 1)[0]
             # "--seconds=5" and "-n100" carry their value; "-n 100" takes the next token.
@@ -171,6 +181,14 @@ def split_line(line: str) -> tuple[list[str], str]:
         pos = end
     rest = line[pos:].strip()
     return tokens, rest
+
+
+def _unquote(word: str) -> str:
+    """One shell word without its quotes."""
+    try:
+        return "".join(shlex.split(word))
+    except ValueError as exc:  # "No closing quotation"
+        raise _usage_error(f"{exc} in {word}") from None
 
 
 def _usage_error(message: str) -> UsageError:

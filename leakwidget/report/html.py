@@ -14,6 +14,7 @@ line saves), so a saved result renders exactly as a live one.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import json
 from collections.abc import Iterable, Mapping, Sequence
@@ -57,7 +58,8 @@ class SavedRun:
 
     def __init__(self, doc: Mapping) -> None:
         self.doc = doc
-        v = dict(doc.get("verdict") or {"kind": "inconclusive"})
+        saved = doc.get("verdict") or {"kind": "inconclusive"}
+        v = {f.name: saved[f.name] for f in dataclasses.fields(Verdict) if f.name in saved}
         v["fit"] = [tuple(p) for p in v.get("fit") or []]
         v["slope_low"] = _number(v.get("slope_low"), float("-inf"))
         v["slope_high"] = _number(v.get("slope_high"), float("inf"))

@@ -3,7 +3,7 @@
 A capped list, a bounded cache and steady churn (``leakwidget.examples``), quiet and under 4 MiB
 of noise, each watched 20 times with a different seed in one fresh process — the runs
 tests/test_verdict.py once made live, 20 at a time, on every test run. Each run's columns and
-the arguments its final verdict was decided with go to ``tests/recorded/controls.npz``; the test
+the arguments its final verdict was decided with go to ``tests/recorded/controls/runs.npz``; the test
 replays ``decide`` on all of them (no false leak in 20) in a fraction of a second, and keeps one
 live run of each case to prove the live measurement still looks like these.
 
@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-PATH = HERE / "controls.npz"
+PATH = HERE / "controls" / "runs.npz"  # not beside the runs tests/test_words.py reads
 KiB, MiB = 1024, 1024 * 1024
 SEEDS = 20
 # id: (factory expression over noise and seed, iterations)

@@ -14,10 +14,12 @@ watches one thing at once.
 
 from __future__ import annotations
 
+import asyncio
 import pickle
 import threading
 import uuid
 from collections.abc import Sequence
+from concurrent.futures import CancelledError
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,11 +29,11 @@ import numpy as np
 from ..attribution import Tracker
 from ..kinds import StopReason
 from ..observer import BaseObserver, Guard, Observer, RunControl
-from ..records import IterationRecord
+from ..records import IterationRecord, RecordLog
 from ..result import WatchResult
 from ..spec import WatchSpec
 from ..verdict import Verdict
-from ..watch import Watch
+from ..watch import Watch, verdict_of
 from .hub import Hub
 from .sequence import Elsewhere, replay
 from .worker import Job
@@ -40,7 +42,7 @@ __all__ = ["ClusterError", "DaskRun", "connect", "run_task"]
 
 _ONE_AT_A_TIME = threading.Lock()  # per worker process
 STOP_POLL_SECONDS = 0.25
-CONNECT_TIMEOUT = "10s"
+CONNECT_TIMEOUT = 10.0  # seconds to reach the scheduler and finish Dask's handshake with it
 
 
 class ClusterError(RuntimeError):
@@ -55,9 +57,42 @@ def connect(address: str) -> Any:
         raise ClusterError("running on a Dask cluster needs dask.distributed: "
                            "pip install 'leakwidget[cluster]'") from None
     try:
+        _handshake(address, CONNECT_TIMEOUT)
         return Client(address, timeout=CONNECT_TIMEOUT)
-    except (OSError, TimeoutError, ValueError) as exc:
+    except (TimeoutError, asyncio.TimeoutError):  # (one class from Python 3.11 on)
+        raise ClusterError(
+            f"cannot reach the Dask scheduler at {address!r}: something listens there but did not "
+            f"answer Dask's handshake within {CONNECT_TIMEOUT:g} s (is it a Dask scheduler?)") from None
+    except (OSError, ValueError) as exc:
         raise ClusterError(f"cannot reach the Dask scheduler at {address!r}: {exc}") from None
+
+
+def _handshake(address: str, seconds: float) -> None:
+    """Dask's handshake with ``address``, all of it within ``seconds`` (TimeoutError past them).
+
+    ``Client(timeout=)`` bounds the TCP connection but not the handshake that follows: a server
+    that is not a scheduler (an HTTP server) reads it, waits for more, and the client hangs. The
+    probe runs on its own event loop in a thread, so it works where a loop already runs (a
+    kernel)."""
+    from distributed.comm import connect as dask_connect
+
+    async def probe() -> None:
+        comm = await asyncio.wait_for(dask_connect(address, timeout=seconds), seconds)
+        await comm.close()
+
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            asyncio.run(probe())
+        except BaseException as exc:  # raised in the caller's thread
+            failed.append(exc)
+
+    thread = threading.Thread(target=run, name="leakwidget-dask-handshake", daemon=True)
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
 
 
 def cluster_threads(client: Any) -> int:
@@ -78,9 +113,12 @@ class _StopWhenSet(BaseObserver):
         self._thread: threading.Thread | None = None
 
     def on_start(self, run: RunControl) -> None:
-        from distributed import Event
+        from distributed import Event, get_client
 
-        event = Event(self.event_name)
+        # The task's client, found here, in the task's thread: Event finds it lazily, and in
+        # the polling thread below there is none to find (every wait raised, and the task
+        # never heard Stop or an interrupt).
+        event = Event(self.event_name, client=get_client())
 
         def poll() -> None:
             while not self._done.is_set():
@@ -139,6 +177,7 @@ class DaskRun(Elsewhere):
         self.result: WatchResult | None = None
         self.event_name = f"leakwidget-stop-{uuid.uuid4().hex}"
         self._future: Any = None
+        self._interrupted = False
 
     @property
     def active(self) -> bool:
@@ -175,10 +214,10 @@ class DaskRun(Elsewhere):
         try:
             result, self.guard.malloc_slope = pickle.loads(self._future.result())
             result.spec = self.spec
+            if self._interrupted and result.stopped == "stopped":  # the event carries no reason
+                result.stopped = "interrupted"
         except Exception as exc:  # the task failed, was cancelled, or its worker died
-            result = WatchResult(spec=self.spec, verdict=Verdict("inconclusive", summary=str(exc)),
-                                 stopped="worker-died", error=exc,
-                                 stage_notes=[f"The Dask task ended without a result: {exc!r}"])
+            result = self._without_result(exc)
         self.result = result
         for ob in self.observers:
             replay(ob, self)
@@ -188,6 +227,7 @@ class DaskRun(Elsewhere):
         pass
 
     def interrupt(self) -> None:
+        self._interrupted = True
         self.request_stop("interrupted")
 
     def close(self) -> None:
@@ -196,7 +236,18 @@ class DaskRun(Elsewhere):
         if self.result is None and self._future is not None:
             self.request_stop("interrupted")
             self._future.cancel()
-            self.result = WatchResult(spec=self.spec, verdict=Verdict("inconclusive"),
+            self.result = WatchResult(spec=self.spec, verdict=verdict_of(RecordLog(4), self.spec, None, 0),
                                       stopped="interrupted")
             for ob in self.observers:
                 ob.on_finish(self.result)
+
+    def _without_result(self, exc: Exception) -> WatchResult:
+        """The task ended without a result: its worker died (``KilledWorker``: the step crashed
+        the process, or it ran out of memory), it was cancelled, or it raised (the worker could
+        not import what the step needs). Its iterations stayed in the worker."""
+        from distributed import KilledWorker
+
+        stopped: StopReason = ("worker-died" if isinstance(exc, KilledWorker) else
+                               "interrupted" if isinstance(exc, CancelledError) else "error")
+        return WatchResult(spec=self.spec, verdict=verdict_of(RecordLog(4), self.spec, None, 0),
+                           stopped=stopped, error=None if stopped == "interrupted" else exc)

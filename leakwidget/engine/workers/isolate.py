@@ -10,9 +10,11 @@ messages the worker. So the same dashboard, Stop and result work as for a watch 
 what is charted is the worker's memory.
 
 Every way out ends the worker and everything it started (it runs in its own process group, which
-is killed before the worker is reaped): the normal end, Stop, an exception, KeyboardInterrupt (the
-worker gets SIGINT first and a few seconds to send its partial result). A worker that dies
-mid-run leaves a partial result with ``stopped == "worker-died"`` saying how it died.
+is killed before the worker is reaped; what left the group carries the worker's mark in its
+environment, ``TOKEN_ENV``): the normal end, Stop, an exception, KeyboardInterrupt (the worker
+gets SIGINT first and a few seconds to send its partial result). A worker that dies mid-run
+leaves a partial result with ``stopped == "worker-died"`` saying how it died, with every
+iteration it finished.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -44,7 +47,7 @@ from ..watch import Pause, Watch, YieldToLoop, verdict_of
 from .channel import Receiver, Sender
 from .hub import Hub
 from .sequence import Elsewhere
-from .worker import Header, Job
+from .worker import PROGRESS_BYTES, RING, ROW, Header, Job
 
 __all__ = ["IsolatedRun", "IsolationError", "WorkerDied", "allocator_library", "run_isolated",
            "run_watch"]
@@ -54,6 +57,7 @@ _PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
 # would then run a second copy of it.
 _WORKER_MAIN = "import sys; from leakwidget.engine.workers.worker import run; run(sys.argv)"
 INTERRUPT_GRACE = 3.0  # seconds a worker gets, after SIGINT, to send its partial result
+TOKEN_ENV = "LEAKWIDGET_WORKER"  # the environment variable that marks a worker's processes
 EXIT_GRACE = 5.0  # seconds a worker that sent its result gets to exit
 _ALLOCATOR_SONAMES = {"jemalloc": "libjemalloc.so.2", "tcmalloc": "libtcmalloc_minimal.so.4"}
 _ALLOCATOR_PACKAGES = {"jemalloc": "libjemalloc2", "tcmalloc": "libtcmalloc-minimal4"}
@@ -155,15 +159,18 @@ class WorkerProcess:
         control_r, control_w = os.pipe()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
-        # Iterations begun, in 8 bytes of shared memory: exact even when a fast step's records,
-        # sent in batches, die with the worker.
+        # Iterations begun and the last records, in shared memory: exact even when a fast
+        # step's records, sent in batches, die with the worker.
         self._progress = Progress()
         theirs = (events_w, out_w, err_w)
+        # Inherited by every process the step starts: found by it after they left the worker's
+        # group and tree (a new session; a daemon whose worker died first).
+        self.token = uuid.uuid4().hex
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-c", _WORKER_MAIN, *map(str, theirs), str(self._progress.fd)],
-                stdin=control_r, pass_fds=(*theirs, *self._progress.fds), env=env, cwd=os.getcwd(),
-                start_new_session=True,
+                stdin=control_r, pass_fds=(*theirs, *self._progress.fds),
+                env={**env, TOKEN_ENV: self.token}, cwd=os.getcwd(), start_new_session=True,
             )
         except BaseException:
             for fd in (events_r, control_w, out_r, err_r):
@@ -222,6 +229,10 @@ class WorkerProcess:
         """The iteration the worker's loop is in (the one after the last that ended)."""
         return self._progress.value
 
+    def records_from(self, first: int) -> list[IterationRecord]:
+        """Records of iterations ``first`` on that it finished (see Progress.records_from)."""
+        return self._progress.records_from(first)
+
     def wait_exit(self, timeout: float) -> tuple[int, int] | None:
         deadline = time.monotonic() + timeout
         while (status := self.exited()) is None and time.monotonic() < deadline:
@@ -236,12 +247,14 @@ class WorkerProcess:
                 pass
 
     def close(self) -> None:
-        """End the worker and every process of its group, then reap it."""
+        """End the worker, every process of its group and every other process the step
+        started, then reap it. Its shared progress stays readable until :meth:`release`."""
         try:
             if self.exited() is None:
                 _kill_group(self.pid)
                 self.wait_exit(EXIT_GRACE)
             _kill_group(self.pid)  # what the step left behind (the worker is not reaped yet)
+            end_marked(self.token, EXIT_GRACE)  # ... and what left the group
             _wait_group_gone(self.pid, EXIT_GRACE)
         finally:
             self.proc.wait()
@@ -249,12 +262,16 @@ class WorkerProcess:
             for t in self._threads:
                 t.join(timeout=2)
             self._events.close()
-            self._progress.close()
+
+    def release(self) -> None:
+        """After close(): the shared progress too."""
+        self._progress.close()
 
 
 class Progress:
-    """An 8-byte counter the worker writes and this process reads: shared memory (a memfd;
-    where there is none, fd -1 and the counter stays 0)."""
+    """The iteration the worker is in and its last records (worker.PROGRESS_BYTES), which the
+    worker writes and this process reads: shared memory (a memfd; where there is none, fd -1,
+    the counter stays 0 and there are no records)."""
 
     def __init__(self) -> None:
         import mmap
@@ -262,8 +279,8 @@ class Progress:
         self.fd, self._map = -1, None
         if hasattr(os, "memfd_create"):
             self.fd = os.memfd_create("leakwidget-progress")
-            os.ftruncate(self.fd, 8)
-            self._map = mmap.mmap(self.fd, 8)
+            os.ftruncate(self.fd, PROGRESS_BYTES)
+            self._map = mmap.mmap(self.fd, PROGRESS_BYTES)
 
     @property
     def fds(self) -> tuple[int, ...]:
@@ -273,6 +290,15 @@ class Progress:
     def value(self) -> int:
         return int.from_bytes(self._map[:8], sys.byteorder) if self._map is not None else 0
 
+    def records_from(self, first: int) -> list[IterationRecord]:
+        """The records of iterations ``first`` on that the worker finished (those still in the
+        ring: at most its last ``RING``)."""
+        if self._map is None:
+            return []
+        end = self.value
+        return [IterationRecord(*ROW.unpack_from(self._map, 8 + (i % RING) * ROW.size))
+                for i in range(max(first, end - RING), end)]
+
     def close(self) -> None:
         if self._map is not None:
             self._map.close()
@@ -280,6 +306,51 @@ class Progress:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+
+def end_marked(token: str, timeout: float) -> None:
+    """SIGKILL every process whose environment carries the worker's ``token``, again while any
+    appear, until none runs (zombies have ended) or ``timeout`` has passed."""
+    needle = f"{TOKEN_ENV}={token}".encode()
+    deadline = time.monotonic() + timeout
+    killed: set[int] = set()
+    while pids := _carrying(needle):
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(0.005)
+    # A process loses its environment as it exits, a moment before it is a zombie.
+    while any(map(_exiting, killed)) and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
+def _exiting(pid: int) -> bool:
+    """Does ``pid`` still exist and not yet as a zombie?"""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in (b"Z", b"X")
+
+
+def _carrying(needle: bytes) -> list[int]:
+    """Processes whose environment holds ``needle`` (NAME=VALUE); a zombie's is empty."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/environ", "rb") as f:
+                    if needle in f.read().split(b"\0"):
+                        found.append(int(name))
+            except OSError:  # ended meanwhile, or not ours to read
+                continue
+    return found
 
 
 def _kill_group(pgid: int) -> None:
@@ -420,11 +491,18 @@ class IsolatedRun(Elsewhere):
         finally:
             if self in self.hub.runs:
                 self.hub.runs.remove(self)
-            if self.result is None and not self._load_error:
-                self._conclude(self._partial("interrupted"))
+            try:
+                if self.result is None and not self._load_error:
+                    self._recover_records()
+                    self._conclude(self._partial("interrupted"))
+            finally:
+                if self.worker is not None:
+                    self.worker.release()
 
     # ------------------------------------------------------------------ the stream
     def handle(self, message: tuple) -> None:
+        if self.result is not None:  # what was still on its way when the run was closed
+            return
         kind = message[0]
         if kind == "records":
             for row in message[1]:
@@ -462,9 +540,10 @@ class IsolatedRun(Elsewhere):
 
     def check(self) -> None:
         # A worker that died while processes it started still hold its pipe open sends no end
-        # of stream: end its group, so the pipe closes and what it sent is read to the end.
+        # of stream: end them, so the pipe closes and what it sent is read to the end.
         if self.result is None and self.worker is not None and self.worker.exited() is not None:
             _kill_group(self.worker.pid)
+            end_marked(self.worker.token, 0.0)
 
     def _ended(self) -> None:
         if self.result is not None:
@@ -472,12 +551,23 @@ class IsolatedRun(Elsewhere):
         status = self.worker.wait_exit(EXIT_GRACE) if self.worker is not None else None
         if self._load_error:
             raise IsolationError("the worker process could not load the watch:\n" + self._load_error)
+        self._recover_records()
         if self._interrupted:
             self._conclude(self._partial("interrupted"))
             return
         text = self._death_text(status)
         self._notes.append(text)
         self._conclude(self._partial("worker-died", WorkerDied(text)))
+
+    def _recover_records(self) -> None:
+        """The iterations the worker finished and never sent (their batch died with it), from
+        the shared ring: the partial result has every iteration, with or without a view."""
+        if self.worker is None:
+            return
+        for record in self.worker.records_from(self.log.total):
+            self.log.append(record)
+            for ob in self.observers:
+                ob.on_iteration(record)
 
     def _death_text(self, status: tuple[int, int] | None) -> str:
         where = f"in iteration {self._dead_in()}" if self._dead_in() else "in the setup or iteration 0"

@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import mmap
 import os
 import pickle
 import signal
+import struct
 import sys
 import threading
 import time
@@ -38,6 +40,7 @@ import numpy as np
 
 from ...stages import Stage
 from ..attribution import Tracker
+from ..children import adopt_orphans, end_descendants
 from ..observer import BaseObserver, RunControl
 from ..records import IterationRecord
 from ..result import WatchResult
@@ -53,6 +56,13 @@ RECORD_BATCH_SECONDS = 0.02
 RECORD_ALONE_SECONDS = 0.001
 RECORD_BATCH_MAX = 2000
 ORPHAN_EXIT_SECONDS = 3.0  # after the parent is gone, exit this long after asking the step to stop
+# Shared memory the parent makes (isolate.Progress) and reads when the worker dies: the
+# iteration the loop is in (8 bytes), then the records of the last RING iterations, slot
+# index % RING, each written before the count. A batch of records not sent yet dies with the
+# worker; the ring keeps it (RING > RECORD_BATCH_MAX).
+RING = 2048
+ROW = struct.Struct("=qddqqdqqq")  # IterationRecord.values()
+PROGRESS_BYTES = 8 + RING * ROW.size
 
 
 @dataclass
@@ -72,10 +82,10 @@ class Job:
 class Streamer(BaseObserver):
     """Sends the watch's events to the parent; iteration records in batches."""
 
-    def __init__(self, out: Sender, info: dict, progress: memoryview | None = None) -> None:
+    def __init__(self, out: Sender, info: dict, progress: SharedProgress | None = None) -> None:
         self.out = out
         self.info = info
-        self.progress = progress  # the iteration the loop is in, shared with the parent
+        self.progress = progress  # the iteration the loop is in and the last records, shared
         self.watch: Watch | None = None  # set once the watch exists: its baseline is sent
         self._rows: list[tuple] = []
         self._lock = threading.Lock()
@@ -106,10 +116,11 @@ class Streamer(BaseObserver):
         self._send(("samples", t, rss))
 
     def on_iteration(self, record: IterationRecord) -> None:
+        values = record.values()
         if self.progress is not None:
-            self.progress[0] = record.index + 1  # the loop goes on to the next one
+            self.progress.record(values)
         with self._lock:
-            self._rows.append(record.values())
+            self._rows.append(values)
             due = (record.duration >= RECORD_ALONE_SECONDS or len(self._rows) >= RECORD_BATCH_MAX
                    or time.perf_counter() - self._last_flush >= RECORD_BATCH_SECONDS)
         if due:
@@ -150,7 +161,7 @@ def _listen(inbox: Receiver, watch: Watch, done: threading.Event) -> None:
         return
     watch.request_stop("interrupted")
     os.kill(os.getpid(), signal.SIGINT)  # out of a long step, as Ctrl-C would
-    timer = threading.Timer(ORPHAN_EXIT_SECONDS, os._exit, args=(3,))
+    timer = threading.Timer(ORPHAN_EXIT_SECONDS, exit_now, args=(3,))
     timer.daemon = True
     timer.start()
 
@@ -177,14 +188,26 @@ def _load(inbox: Receiver) -> tuple[Header, Job]:
     return header, inbox.recv()
 
 
-def _shared_counter(fd: int) -> memoryview | None:
-    """The parent's 8-byte progress counter (see isolate.Progress), or None without one."""
-    import mmap
+class SharedProgress:
+    """The worker's side of the parent's shared memory (see ``PROGRESS_BYTES``)."""
 
+    def __init__(self, buf: mmap.mmap) -> None:
+        self._buf = buf
+        self._count = memoryview(buf)[:8].cast("q")
+
+    def record(self, values: tuple) -> None:
+        """An iteration has ended: its record in the ring; the loop goes on to the next one."""
+        index = values[0]
+        ROW.pack_into(self._buf, 8 + (index % RING) * ROW.size, *values)
+        self._count[0] = index + 1
+
+
+def _shared_progress(fd: int) -> SharedProgress | None:
+    """The parent's shared progress (see isolate.Progress), or None without one."""
     if fd < 0:
         return None
     try:
-        return memoryview(mmap.mmap(fd, 8)).cast("q")
+        return SharedProgress(mmap.mmap(fd, PROGRESS_BYTES))
     except (OSError, ValueError):
         return None
 
@@ -213,7 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     info = {"pid": os.getpid(), "preload": header.preload}
     tracker: Tracker | bool = (Tracker(trace=job.spec.trace, lines=job.spec.lines, census=job.census)
                                if job.attribute else False)
-    streamer = Streamer(out, info, _shared_counter(int(argv[4])))
+    streamer = Streamer(out, info, _shared_progress(int(argv[4])))
     # This process is the run's own: resetting its peak-RSS mark disturbs nobody, and gives
     # every iteration's exact peak.
     spec = dataclasses.replace(job.spec, exact_peaks=True)
@@ -232,9 +255,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run(argv: Sequence[str]) -> None:
     """The worker's entry point (see :mod:`.isolate`): main(), then exit at once."""
+    # The worker is the subreaper of what the step starts: a process whose parent ends (a
+    # daemon's double fork) stays in its tree, watched (WithChildren) and ended with it.
+    adopt_orphans()
     code = main(argv)
-    # os._exit: no interpreter teardown to hang on (TensorFlow's threads, the user's daemons);
-    # the parent ends whatever processes the step left in the worker's process group.
     sys.stdout.flush()
     sys.stderr.flush()
+    exit_now(code)
+
+
+def exit_now(code: int) -> None:
+    """End every process the step started, then this one, at once: os._exit, no interpreter
+    teardown to hang on (TensorFlow's threads, the user's daemons). (Should the worker die
+    first, the parent ends them: they carry its token.)"""
+    end_descendants()
     os._exit(code)
