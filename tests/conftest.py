@@ -25,8 +25,11 @@ from pathlib import Path
 
 import pytest
 
-# Files whose every test runs TensorFlow.
-TF_FILES = {"test_bisect.py", "test_stages_tfdata.py", "test_keras.py", "test_native.py"}
+# Files whose every test runs TensorFlow; files whose every test starts worker processes or a
+# cluster (seconds each).
+TF_FILES = {"test_bisect.py", "test_stages_tfdata.py", "test_keras.py", "test_native.py",
+            "test_holding.py"}
+SLOW_FILES = {"test_cluster.py", "test_compare.py", "test_holding.py"}
 # Fixtures that start a kernel, a JupyterLab or a TensorFlow pipeline.
 KERNEL_FIXTURES = {"front", "kernel", "kernel_env", "lab", "open_notebook"}
 TF_FIXTURES = {"tfrecords", "model"}
@@ -60,6 +63,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.kernel)
         if name in TF_FILES or fixtures & TF_FIXTURES:
             item.add_marker(pytest.mark.tf)
+        if name in SLOW_FILES:
+            item.add_marker(pytest.mark.slow)
         if _shares_a_module_fixture(item):
             item.add_marker(pytest.mark.xdist_group(name))
 

@@ -495,6 +495,7 @@ def test_a_module_global_keeping_arrays_alive_is_named_as_the_root():
     assert any(p["root"] == f"{__name__}.DECODED" for p in d)
 
 
+@pytest.mark.slow
 def test_closure_cells_class_and_instance_attributes_defaults_and_the_setup_state_are_roots():
     def make_closure():
         kept: list = []
@@ -564,6 +565,7 @@ class _LEAK_HOME:
     kept: list = []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("leaks", [False, True], ids=["flat", "leak"])
 def test_census_checkpoints_in_a_large_heap_leave_the_rss_the_verdict_reads_alone(leaks):
     # census=True takes a census at iterations 1, 2, 4, … 256: each walks a heap of 300k
@@ -723,6 +725,7 @@ def test_without_a_gpu_device_memory_is_reported_as_not_measured():
     assert json.loads(r.to_json())["device"]["measured"] is False
 
 
+@pytest.mark.tf
 def test_with_tensorflow_and_no_gpu_the_device_says_there_is_none():
     pytest.importorskip("tensorflow")
     import subprocess

@@ -489,6 +489,10 @@ def _started_by_the_step(tmp_path, dies: bool):
         run_sync(run_isolated(WatchSpec(step, setup, seconds=2), [], NO_PAUSE))), daemon=True)
     runner.start()
     runner.join(timeout=30)
+    if not (tmp_path / "pids").exists():
+        r = done[0] if done else None
+        raise AssertionError("the setup started nothing: " + (
+            f"{r.stopped}, {r.error!r}, {r.stage_notes}" if r else "no result within 30 s"))
     pids = [int(x) for x in (tmp_path / "pids").read_text().split()]
     return (done[0] if done else None), pids
 

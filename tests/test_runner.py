@@ -378,6 +378,7 @@ def test_the_watcher_stays_bounded_over_100000_iterations():
     assert r.verdict.kind != "leak", r.verdict.summary
 
 
+@pytest.mark.slow
 def test_budget_seconds_and_auto_stop_when_confident():
     setup, step = ex.numpy_leak(1 * MiB)
     r = leakwidget.watch(step, setup=setup, widget=False)
@@ -453,6 +454,8 @@ def test_tracing_after_a_watch_and_a_memory_guard_trip_does_not_hang():
     assert out.stdout.split()[-1] == "memory-guard"
 
 
+@pytest.mark.tf
+@pytest.mark.slow
 def test_live_verdicts_leave_no_growth_in_a_tf_pipeline_with_long_lived_buffers():
     # A shuffle buffer of 512 tensors of 64 KiB, freed in random order: glibc's heap around
     # them ratchets up if the tool keeps big arrays alive for a while and then frees them
