@@ -35,7 +35,7 @@ from .marks import mark  # for `leakwidget run`: one iteration per mark (stdlib 
 from .stages import Toggles
 from .stages.user import stage
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"  # the one place the version is written (pyproject reads it)
 
 __all__ = [
     "__version__",

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import psutil
 
+from . import __version__
 from .engine import sampler
 from .engine.arguments import non_negative_int, positive_float, positive_int, size
 from .engine.environment import environment, process_variables
@@ -441,6 +442,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit status: 0 stable or plateau, 1 leak, 2 inconclusive, 3 the program failed "
                "or the process vanished, 4 bad input, 130 interrupted.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
     run = sub.add_parser("run", help="run a program and watch its process tree",
                          description="Run PROGRAM and watch the memory of its process tree until it "
