@@ -16,7 +16,6 @@ import subprocess
 import sys
 import time
 import tracemalloc
-import xml.etree.ElementTree as ET
 import zipfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -38,8 +37,9 @@ from leakwidget.notebook import delivery as live
 from leakwidget.notebook.charts import ChartLegend, nice_ticks
 from leakwidget.notebook.dashboard import Dashboard
 from leakwidget.notebook.strip import PipelineStrip, stage_dict
+from leakwidget.report.chart import render_png
+from leakwidget.report.colours import KIND_COLOURS, MIB
 from leakwidget.report.decimate import Buckets
-from leakwidget.report.svg import KIND_COLOURS, MIB, render_svg, result_mimebundle
 from leakwidget.report.trend import trend_line
 from leakwidget.stages import Stage
 
@@ -143,11 +143,11 @@ def test_the_dashboard_carries_a_static_copy_of_its_last_run() -> None:
     d = Dashboard()
     before = d._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in before
-    assert "image/svg+xml" not in before
+    assert "image/png" not in before
     result = Watch(WatchSpec(step=leaking_step(), iterations=100), [d]).run()
     after = d._repr_mimebundle_()
     assert after["application/vnd.jupyter.widget-view+json"] == before["application/vnd.jupyter.widget-view+json"]
-    assert after["image/svg+xml"] == render_svg(result)
+    assert after["image/png"] == render_png(result)
     assert after["text/plain"] == str(result)
 
 
@@ -707,51 +707,6 @@ def test_the_wheel_ships_the_one_strip_source(tmp_path) -> None:
         assert z.read("leakwidget/static/legend.js").decode() == legend
 
 
-# --------------------------------------------------------------------------- the static picture
-
-
-def test_render_svg_draws_the_run_the_fit_and_the_verdict() -> None:
-    result = Watch(WatchSpec(step=leaking_step(), iterations=300, warmup=20), [Dashboard()]).run()
-    svg = render_svg(result)
-    root = ET.fromstring(svg)
-    ns = {"s": "http://www.w3.org/2000/svg"}
-    (rss,) = root.findall("s:polyline[@class='rss']", ns)
-    points = rss.get("points").split()
-    assert 10 < len(points) <= 800
-    ys = [float(p.split(",")[1]) for p in points]
-    assert ys[-1] < ys[0]  # RSS grows: the line rises (SVG y points down)
-    assert root.findall("s:polyline[@class='fit']", ns)
-    assert root.findall("s:rect[@class='warm-up']", ns)
-    (verdict,) = root.findall("s:text[@class='verdict']", ns)
-    assert verdict.get("data-kind") == "leak"
-    # The whole sentence is there, wrapped into lines that fit the picture.
-    lines = [t.text for t in verdict]
-    assert " ".join(lines).split() == result.verdict.summary.split()
-    assert all(len(line) * 6.6 <= 640 for line in lines)
-    bundle = result_mimebundle(result)
-    assert set(bundle) == {"text/plain", "image/svg+xml"}
-    assert result._repr_mimebundle_()["image/svg+xml"] == svg
-
-
-def test_render_svg_of_a_run_that_failed_at_once_still_renders() -> None:
-    def broken() -> None:
-        raise ZeroDivisionError
-
-    result = Watch(WatchSpec(step=broken, iterations=5), []).run()
-    assert result.stopped == "error"
-    root = ET.fromstring(render_svg(result))
-    assert root.tag.endswith("svg")
-
-
-def test_render_svg_rejects_samples_that_are_not_time_and_rss() -> None:
-    class Odd:
-        samples = np.zeros((3, 3))
-
-    with pytest.raises(ValueError, match="samples"):
-        render_svg(Odd())
-    assert set(result_mimebundle(Odd())) == {"text/plain"}  # the text always shows
-
-
 # ------------------------------------------------------------------------- the %%leakwatch rewrite
 
 
@@ -813,8 +768,8 @@ print("ok")
 
 def test_engine_side_modules_import_neither_ipython_nor_widgets() -> None:
     code = (
-        "import sys, leakwidget.report.svg, leakwidget.report.decimate, leakwidget.engine.bisect\n"
-        "bad = [m for m in ('IPython', 'ipywidgets', 'bqplot', 'tensorflow') if m in sys.modules]\n"
+        "import sys, leakwidget.report.chart, leakwidget.report.decimate, leakwidget.engine.bisect\n"
+        "bad = [m for m in ('IPython', 'ipywidgets', 'bqplot', 'tensorflow', 'matplotlib') if m in sys.modules]\n"
         "assert not bad, bad\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -37,8 +37,8 @@ import traitlets
 
 from ..engine.units import format_bytes
 from ..engine.verdict import Verdict, theil_sen
+from ..report.colours import KIND_COLOURS, MIB, PALETTE, PHASES
 from ..report.decimate import Buckets
-from ..report.svg import KIND_COLOURS, MIB, PALETTE
 from ..report.trend import trend_line
 from .strip import js_module
 
@@ -52,7 +52,6 @@ MARKER_GAP = 8  # px between iteration-end dots at least; denser runs get none
 # Tick labels at 11 px: width per character, height; the room kept between two labels.
 CHAR_PX, LABEL_HEIGHT = 7.0, 12.0
 GAP_ACROSS, GAP_UPRIGHT = 36.0, 16.0
-PHASES = {"setup": "#90a4ae", "warm-up": "#bdbdbd"}  # shaded bands and their colours
 
 
 def _f32(a: np.ndarray) -> np.ndarray:
