@@ -137,6 +137,20 @@ def test_the_table_and_the_summary_read_well():
     assert json.loads(json.dumps(result.to_dict()))["culprits"][0]["id"] == "s2@2"
 
 
+def test_each_configuration_is_named_in_words_short_enough_for_a_legend():
+    # A legend entry reads "s2@2 and 5 more on, the rest off", not "on: s2@2 +5".
+    result = drive(16, [{"s2@2", "s11@11"}])
+    labels = [c.label for c in result.configurations]
+    assert labels[:2] == ["baseline (all on)", "all off"]
+    for config, label in zip(result.configurations[2:], labels[2:], strict=True):
+        assert len(label) <= 48 and "+" not in label and not label.startswith("on:"), label
+        assert label.endswith(" on, the rest off"), label
+        first = sorted(config.on, key=lambda s: int(s.split("@")[1]))[0]
+        assert label.startswith(first), label
+    assert any(" more on, the rest off" in label for label in labels)  # a long one, counted
+    assert "s2@2 and s11@11 on, the rest off" in labels  # a short one, named
+
+
 def test_the_search_refuses_reports_out_of_turn():
     b = Bisector()
     config = b.next_configuration()

@@ -38,7 +38,7 @@ from leakwidget.notebook.charts import ChartLegend, nice_ticks
 from leakwidget.notebook.dashboard import Dashboard
 from leakwidget.notebook.strip import PipelineStrip, stage_dict
 from leakwidget.report.chart import render_png
-from leakwidget.report.colours import KIND_COLOURS, MIB
+from leakwidget.report.colours import KIND_COLOURS, MIB, PHASES
 from leakwidget.report.decimate import Buckets
 from leakwidget.report.trend import trend_line
 from leakwidget.stages import Stage
@@ -259,9 +259,6 @@ def test_ticks_are_chosen_from_the_pixels_and_never_run_together() -> None:
             assert len(set(labels)) == len(labels)
     ticks, _ = nice_ticks(0.0, 10.0, 800, lambda text: 7.0 * len(text), integer=True)
     assert all(float(v).is_integer() for v in ticks)  # iterations: never 0.5
-    # A dashboard that has not run yet shows whole iterations too.
-    d = Dashboard()
-    assert all(float(v).is_integer() for v in d.charts._dx_axis.tick_values)
 
 
 def test_a_wider_dashboard_gets_more_ticks() -> None:
@@ -270,6 +267,40 @@ def test_a_wider_dashboard_gets_more_ticks() -> None:
     narrow = len(d.charts._dx_axis.tick_values)
     d.legend.width = 1600  # what the front end reports
     assert len(d.charts._dx_axis.tick_values) > narrow
+
+
+def test_the_step_duration_shares_the_memory_charts_time_axis_sized_to_the_data() -> None:
+    # A configuration of many fast iterations beside one of few slow ones: on an iteration axis
+    # the slow one was squeezed into the left edge (the axis stretched to 70,000 iterations).
+    d = Dashboard()
+    Watch(WatchSpec(step=lambda: None, iterations=20_000), [d]).run()
+    Watch(WatchSpec(step=lambda: time.sleep(0.002), iterations=150), [d]).run()
+    fast, slow = d.series
+    charts = d.charts
+    assert fast.duration.scales["x"] is slow.duration.scales["x"] is charts._x  # RSS's time axis
+    assert list(charts._dx_axis.tick_values) == list(charts._x_axis.tick_values)
+    t_max = max(fast.t_max, slow.t_max)
+    assert charts._x.max == pytest.approx(max(t_max, 1.0))  # (a chart spans 1 s at least)
+    for series in (fast, slow):
+        x = np.asarray(series.duration.x, dtype=float)
+        assert 0.0 <= x.min() and x.max() <= t_max + 1e-3
+        assert x.max() >= 0.9 * series.t_max  # each run's steps span the seconds it ran
+    # The slow run fills a fair share of the axis, whatever the fast run's iteration count.
+    assert np.asarray(slow.duration.x, dtype=float).max() >= 0.1 * charts._x.max
+
+
+def test_every_run_keeps_its_setup_shaded() -> None:
+    d = Dashboard()
+    for pause in (0.05, 0.15):
+        Watch(WatchSpec(step=lambda state: None, setup=lambda p=pause: time.sleep(p),
+                        iterations=50), [d]).run()
+    first, second = d.series
+    for series, at_least in ((first, 0.05), (second, 0.15)):
+        a, b = (float(v) for v in series.setup.x)
+        assert a == 0.0 and b >= at_least, (series.label, a, b)
+        assert series.setup in d.charts.rss_chart.marks
+    assert float(second.setup.x[1]) > float(first.setup.x[1])
+    assert {"label": "setup", "colour": PHASES["setup"]} in d.legend.phases
 
 
 def test_redraws_allocate_the_same_whatever_the_run_length() -> None:
@@ -406,7 +437,7 @@ def test_front_end_gets_bounded_points_and_bytes_whatever_the_iteration_rate() -
     result = Watch(WatchSpec(step=lambda: None, iterations=3000), [d]).run()
     seconds = result.elapsed
     series = d.series[0]
-    marks = [series.rss, series.trend, series.duration, d.charts.ends, *d.charts.bands.values()]
+    marks = [series.rss, series.trend, series.duration, d.charts.ends, series.setup, d.charts.warmup_band]
     sent = [u for m in marks for u in updates(m)]
     for _, _state, buffers in sent:
         for b in buffers:
