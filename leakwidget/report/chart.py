@@ -41,7 +41,7 @@ __all__ = [
 SIZE = (9.4, 5.6)  # inches at 100 dpi: 940 × 560 px, shown whole at 1400 px, scaled at 900
 MIN_SPAN_MIB = 1.0  # as on the dashboard: noise must not look like growth
 _POINTS = 1500  # per line: more than the pixels across
-_CHAR_PX = 8.6  # the heading's bold 11-pt characters, on average, at 100 dpi
+_CHAR_PX = 9.0  # the heading's bold 11-pt characters at 100 dpi, with room for a wider font
 _DOTS = 60  # iterations drawn as dots too, up to this many (the dashboard's sparse runs)
 
 
