@@ -425,7 +425,7 @@ class Bisector(_HandsOutAhead):
         names = [short_id(s) for s in self._searched if s in on]
         rest = ", the rest off" if len(names) < len(self._searched) else ""
         text = f"{' and '.join(names) if len(names) <= 2 else ', '.join(names)} on{rest}"
-        return text if len(text) <= 48 else f"{names[0]} and {len(names) - 1} more on{rest}"
+        return text if len(text) <= 48 or len(names) == 1 else f"{names[0]} and {len(names) - 1} more on{rest}"
 
     def _test(self, on: frozenset[str]) -> Generator[Configuration, bool, bool]:
         if on in self._memo:
