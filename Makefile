@@ -10,7 +10,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo lab test check soak coverage bench lint
+.PHONY: install demo lab test check soak coverage docs bench lint
 
 install: $(STAMP)
 
@@ -55,6 +55,11 @@ bench: install
 	$(PY) bench/bench_overhead.py --tf
 	$(PY) bench/bench_detection.py
 	$(PY) bench/bench_peers.py
+
+# The documentation site (docs/, Sphinx + MyST + myst-nb): docs/_build/html/index.html.
+# -n: every cross-reference must resolve; -W: any warning fails the build.
+docs: install
+	$(PY) -m sphinx -b html -n -W --keep-going docs docs/_build/html
 
 lint: install
 	$(VENV)/bin/ruff check leakwidget tests bench

@@ -10,10 +10,13 @@ or from Python::
     result = leakwidget.watch(step, setup=make_state, seconds=30)
     result.verdict.kind      # "leak", "plateau", "stable" or "inconclusive"
 
-The house has three floors, arrows pointing down: ``notebook`` (magics, click delivery,
-dashboard) → ``report`` (static pictures) → ``engine`` (sampling, loop, verdict, attribution,
-bisection) → ``stages`` (tf.data patches, ``@stage``). Importing this package imports neither
-IPython nor TensorFlow: the notebook floor loads only when used.
+The package is three floors with imports pointing down, ``notebook`` (magics, click delivery,
+dashboard) → ``engine`` (sampling, the loop, verdict, attribution, bisection, run control,
+worker processes) → ``stages`` (tf.data patches, ``@stage``), and ``report`` (static pictures of
+a result: the chart, the HTML page) beside the engine, which draws its results with it. The
+other doors (``cli``, ``keras``, ``pytest_plugin``) stand on the engine too. Importing this
+package imports neither IPython, TensorFlow nor matplotlib: each loads only when used.
+Documentation: docs/ (``make docs``).
 """
 
 from __future__ import annotations
@@ -22,22 +25,34 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from . import report  # static pictures of a result: the chart, the page (public: leakwidget.report)
+from .engine.attribution import Attribution
 from .engine.bisect import bisect
 from .engine.kinds import Allocator
 from .engine.observer import Observer
+from .engine.records import IterationRecord
 from .engine.result import WatchResult
+from .engine.search import BisectResult, Configuration
 from .engine.spec import WatchSpec
 from .engine.units import format_bytes, parse_size
+from .engine.verdict import Verdict
 from .engine.watch import NO_PAUSE, run_sync
-from .engine.workers.compare import compare
+from .engine.workers.compare import CompareResult, compare
 from .engine.workers.isolate import run_watch
 from .marks import mark  # for `leakwidget run`: one iteration per mark (stdlib only)
-from .stages import Toggles
+from .stages import Stage, Toggles
 from .stages.user import stage
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"  # the one place the version is written (pyproject reads it)
 
 __all__ = [
+    "Attribution",
+    "BisectResult",
+    "CompareResult",
+    "Configuration",
+    "IterationRecord",
+    "Stage",
+    "Verdict",
+    "WatchResult",
     "__version__",
     "bisect",
     "compare",

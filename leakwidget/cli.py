@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import psutil
 
+from . import __version__
 from .engine import sampler
 from .engine.arguments import non_negative_int, positive_float, positive_int, size
 from .engine.children import adopt_orphans, end_descendants
@@ -545,6 +546,7 @@ def build_parser() -> argparse.ArgumentParser:
                "or the process vanished, 4 bad input or an output not written, 130 interrupted "
                "(143 SIGTERM, 129 SIGHUP).",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
     run = sub.add_parser("run", help="run a program and watch its process tree",
                          description="Run PROGRAM and watch the memory of its process tree until it "

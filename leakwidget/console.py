@@ -34,8 +34,8 @@ from .engine.records import IterationRecord, RecordLog
 from .engine.result import WatchResult
 from .engine.units import format_bytes, format_duration
 from .engine.verdict import Verdict
+from .report.colours import KIND_COLOURS
 from .report.rates import rates
-from .report.svg import KIND_COLOURS
 
 REFRESH_PER_SECOND = 4
 

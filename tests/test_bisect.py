@@ -52,9 +52,10 @@ KIB256 = 256 * 1024
 # The pure search
 
 
-def drive(k: int, culprit_sets: list[set[str]], slope=lambda on: 1e6, **kwargs):
+def drive(k: int, culprit_sets: list[set[str]], slope=lambda on: 1e6, ids: list[str] | None = None,
+          **kwargs):
     """Run a Bisector against an oracle: a configuration leaks when one culprit set is all on."""
-    ids = [f"s{i}@{i}" for i in range(k)]
+    ids = ids or [f"s{i}@{i}" for i in range(k)]
     stage_list = [Stage(id=i, kind=i.split("@")[0], site=i.split("@")[1], toggleable=True)
                   for i in ids]
     b = Bisector(**kwargs)
@@ -152,6 +153,25 @@ def test_the_table_and_the_summary_read_well():
     assert "s2@2 (s2 at line 2)" in result.summary
     assert "baseline (all on)" in text and "all off" in text and "reproduces" in text
     assert json.loads(json.dumps(result.to_dict()))["culprits"][0]["id"] == "s2@2"
+
+
+def test_each_configuration_is_named_in_words_short_enough_for_a_legend():
+    # A legend entry reads "s2@2 and 5 more on, the rest off", not "on: s2@2 +5".
+    result = drive(16, [{"s2@2", "s11@11"}])
+    labels = [c.label for c in result.configurations]
+    assert labels[:2] == ["baseline (all on)", "all off"]
+    for config, label in zip(result.configurations[2:], labels[2:], strict=True):
+        assert len(label) <= 48 and "+" not in label and not label.startswith("on:"), label
+        assert label.endswith(" on, the rest off"), label
+        first = sorted(config.on, key=lambda s: int(s.split("@")[1]))[0]
+        assert label.startswith(first), label
+    assert any(" more on, the rest off" in label for label in labels)  # a long one, counted
+    assert "s2@2 and s11@11 on, the rest off" in labels  # a short one, named
+    # One stage with a long name is named whole, not "and 0 more".
+    ids = ["passthrough_with_a_long_name@pipeline.py:31", "grow@pipeline.py:25"]
+    labels = [c.label for c in drive(2, [{ids[1]}], ids=ids).configurations]
+    assert f"{ids[0]} on, the rest off" in labels or f"{ids[1]} on, the rest off" in labels, labels
+    assert not any("and 0 more" in label for label in labels), labels
 
 
 def test_the_search_refuses_reports_out_of_turn():

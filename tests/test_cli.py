@@ -569,3 +569,17 @@ def test_in_a_terminal_a_program_that_is_not_found_is_one_line_too() -> None:
     status, screen = on_a_terminal("run", "--", "no-such-program-here")
     assert status == 4
     assert screen.strip() == "leakwidget: error: cannot run no-such-program-here: No such file or directory"
+
+
+def test_the_version_is_one_number_for_the_command_the_package_and_its_metadata() -> None:
+    from importlib.metadata import version
+
+    import leakwidget
+
+    script = Path(sys.executable).parent / "leakwidget"
+    p = subprocess.run([str(script), "--version"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0
+    assert p.stdout.split() == ["leakwidget", leakwidget.__version__]
+    assert version("leakwidget") == leakwidget.__version__
+    changelog = (Path(__file__).resolve().parents[1] / "CHANGELOG.md").read_text()
+    assert f"## [{leakwidget.__version__}]" in changelog

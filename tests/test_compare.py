@@ -22,6 +22,7 @@ from leakwidget.engine.observer import BaseObserver
 from leakwidget.engine.workers import isolate
 from leakwidget.engine.workers.compare import DEFAULT_VARIANTS, CompareResult, Variant
 from leakwidget.engine.workers.isolate import IsolationError
+from leakwidget.report.compare import render_compare_svg
 
 MiB = 1024 * 1024
 
@@ -116,8 +117,9 @@ def test_compare_runs_every_allocator_and_shows_the_arena_cap_shrinking_the_rete
     # The table and the overlaid chart.
     text = str(result)
     assert all(n in text for n in names) and "slope/iter" in text and "final RSS" in text
-    svg = result._repr_mimebundle_()["image/svg+xml"]
-    assert svg.count('class="variant"') == 4 and "MALLOC_ARENA_MAX=2" in svg
+    assert result._repr_mimebundle_()["image/png"]
+    svg = render_compare_svg(result)
+    assert svg.count('id="leakwidget-variant-') == 4 and "MALLOC_ARENA_MAX=2: " in svg
 
 
 def test_stop_from_the_view_stops_every_variant() -> None:

@@ -378,3 +378,23 @@ def test_notebook_runs_and_its_verdicts_are_true(path, tmp_path, kernel_env):
     assert not failures, f"{path.name}: the markdown promises what did not happen:\n" + "\n".join(
         failures
     )
+
+
+def test_refreshing_the_course_refuses_outputs_without_their_charts():
+    # refresh.py writes nothing when the kernel could not draw a chart (no matplotlib): the
+    # committed lessons would show "No chart: ..." where GitHub should show the picture.
+    import importlib.util
+
+    from leakwidget.report.figure import NO_CHART
+
+    spec = importlib.util.spec_from_file_location("refresh", REPO / "notebooks/course/refresh.py")
+    refresh = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(refresh)
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell(NO_CHART),  # prose may quote it
+        nbformat.v4.new_code_cell("display(result)", outputs=[nbformat.v4.new_output(
+            "display_data", data={"text/plain": "Leak: ...", "image/png": "iVBORw0KGgo="})]),
+        nbformat.v4.new_code_cell("display(result)", outputs=[nbformat.v4.new_output(
+            "display_data", data={"text/plain": f"Leak: ...\n{NO_CHART}"})]),
+    ])
+    assert refresh.missing_charts(nb) == [2]

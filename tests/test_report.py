@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 
 import leakwidget
 from leakwidget.report.html import render_html
+from leakwidget.report.render import text_bundle
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
@@ -78,8 +80,9 @@ def test_the_report_opens_offline_with_charts_verdict_tables_and_environment(
     path = tmp_path / "leak.html"
     leak.save_html(path)
     html = path.read_text()
-    assert "<script" not in html and "<link" not in html and "http" not in html.replace(
-        "http://www.w3.org/2000/svg", "")  # the SVG namespace is a name, not a fetch
+    names = ("http://www.w3.org/2000/svg", "http://www.w3.org/1999/xlink")  # names, not fetches
+    assert "<script" not in html and "<link" not in html
+    assert "http" not in html.replace(names[0], "").replace(names[1], "")
     p, tried, errors = open_offline(page, path)
     try:
         assert tried == [] and errors == []
@@ -87,8 +90,9 @@ def test_the_report_opens_offline_with_charts_verdict_tables_and_environment(
         assert banner.get_attribute("data-kind") == "leak"
         text = banner.inner_text()
         assert leak.verdict.summary.split(";")[0] in text and "/s" in text and "/h" in text
-        # Both charts drew something: the RSS line with its fit, and the step times.
-        for sel in ("#rss-chart polyline.rss", "#rss-chart polyline.fit", "#duration-chart polyline.duration"):
+        # The chart drew each part: the RSS line with its trend, and the step times.
+        for sel in ("#chart #leakwidget-rss path", "#chart #leakwidget-trend path",
+                    "#chart #leakwidget-duration path"):
             box = p.locator(sel).bounding_box()
             assert box is not None and box["width"] > 300 and box["height"] > 5, sel
         body = p.locator("body").inner_text()
@@ -134,7 +138,7 @@ def test_a_run_that_failed_early_still_renders(page, tmp_path: Path) -> None:
     try:
         assert tried == [] and errors == []
         assert "broken input" in p.locator(".error").inner_text()
-        assert "No iteration finished" in p.locator("#duration-chart").inner_text()
+        assert "No iteration finished" in p.locator("#chart").inner_text()
     finally:
         p.context.close()
 
@@ -185,3 +189,39 @@ def test_save_html_writes_through_a_symlink_a_fifo_and_a_device(tmp_path: Path) 
         r.save_html(full)
     assert stat.S_ISCHR(full.stat().st_mode)
     assert sorted(f.name for f in tmp_path.iterdir()) == ["fifo.html", "full", "link.html", "page.html"]
+
+
+JUPYTERLAB_CSS = Path(sys.prefix) / "share/jupyter/nbconvert/templates/lab/static/index.css"
+
+
+def test_text_that_shows_alone_wraps_between_words_under_jupyterlabs_styles(page, tmp_path: Path) -> None:
+    # JupyterLab styles an output's <pre> with word-break: break-all ("stea" / "dy" at the edge
+    # of a 900-px notebook); the text/html a text-only result offers must wrap between words.
+    text = "Stable: memory grew by 5.5 MiB over iterations 1 to 343, then held steady.\n" * 8
+    bundle = text_bundle(text)
+    assert bundle["text/plain"] == text
+    doc = tmp_path / "output.html"
+    doc.write_text(f'<html><head><style>{JUPYTERLAB_CSS.read_text()}</style></head><body>'
+                   f'<div class="jp-OutputArea-output jp-RenderedHTMLCommon" style="width:430px">'
+                   f'{bundle["text/html"]}</div></body></html>')
+    p, tried, errors = open_offline(page, doc)
+    try:
+        split = p.evaluate("""() => {
+            const pre = document.querySelector('pre');
+            const text = pre.firstChild, split = [];
+            const re = /(?<!\\S)\\S{1,30}(?!\\S)/g;  // words that fit a line (a long path may not)
+            let m, lines = new Set();
+            while ((m = re.exec(text.data))) {
+                const range = document.createRange();
+                range.setStart(text, m.index);
+                range.setEnd(text, m.index + m[0].length);
+                const tops = new Set(Array.from(range.getClientRects(), r => Math.round(r.top)));
+                tops.forEach(t => lines.add(t));
+                if (tops.size > 1) split.push(m[0]);
+            }
+            return {split, lines: lines.size, width: pre.getBoundingClientRect().width};
+        }""")
+        assert split["width"] <= 430 and split["lines"] > 10  # it did wrap, many times
+        assert split["split"] == []  # and never inside a word
+    finally:
+        p.context.close()

@@ -16,7 +16,6 @@ import subprocess
 import sys
 import time
 import tracemalloc
-import xml.etree.ElementTree as ET
 import zipfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -38,8 +37,9 @@ from leakwidget.notebook import delivery as live
 from leakwidget.notebook.charts import ChartLegend, nice_ticks
 from leakwidget.notebook.dashboard import Dashboard
 from leakwidget.notebook.strip import PipelineStrip, stage_dict
+from leakwidget.report.chart import render_png
+from leakwidget.report.colours import KIND_COLOURS, MIB, PHASES
 from leakwidget.report.decimate import Buckets
-from leakwidget.report.svg import KIND_COLOURS, MIB, render_svg, result_mimebundle
 from leakwidget.report.trend import trend_line
 from leakwidget.stages import Stage
 
@@ -143,11 +143,11 @@ def test_the_dashboard_carries_a_static_copy_of_its_last_run() -> None:
     d = Dashboard()
     before = d._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in before
-    assert "image/svg+xml" not in before
+    assert "image/png" not in before
     result = Watch(WatchSpec(step=leaking_step(), iterations=100), [d]).run()
     after = d._repr_mimebundle_()
     assert after["application/vnd.jupyter.widget-view+json"] == before["application/vnd.jupyter.widget-view+json"]
-    assert after["image/svg+xml"] == render_svg(result)
+    assert after["image/png"] == render_png(result)
     assert after["text/plain"] == str(result)
 
 
@@ -262,9 +262,6 @@ def test_ticks_are_chosen_from_the_pixels_and_never_run_together() -> None:
             assert len(set(labels)) == len(labels)
     ticks, _ = nice_ticks(0.0, 10.0, 800, lambda text: 7.0 * len(text), integer=True)
     assert all(float(v).is_integer() for v in ticks)  # iterations: never 0.5
-    # A dashboard that has not run yet shows whole iterations too.
-    d = Dashboard()
-    assert all(float(v).is_integer() for v in d.charts._dx_axis.tick_values)
 
 
 def test_a_wider_dashboard_gets_more_ticks() -> None:
@@ -273,6 +270,40 @@ def test_a_wider_dashboard_gets_more_ticks() -> None:
     narrow = len(d.charts._dx_axis.tick_values)
     d.legend.width = 1600  # what the front end reports
     assert len(d.charts._dx_axis.tick_values) > narrow
+
+
+def test_the_step_duration_shares_the_memory_charts_time_axis_sized_to_the_data() -> None:
+    # A configuration of many fast iterations beside one of few slow ones: on an iteration axis
+    # the slow one was squeezed into the left edge (the axis stretched to 70,000 iterations).
+    d = Dashboard()
+    Watch(WatchSpec(step=lambda: None, iterations=20_000), [d]).run()
+    Watch(WatchSpec(step=lambda: time.sleep(0.002), iterations=150), [d]).run()
+    fast, slow = d.series
+    charts = d.charts
+    assert fast.duration.scales["x"] is slow.duration.scales["x"] is charts._x  # RSS's time axis
+    assert list(charts._dx_axis.tick_values) == list(charts._x_axis.tick_values)
+    t_max = max(fast.t_max, slow.t_max)
+    assert charts._x.max == pytest.approx(max(t_max, 1.0))  # (a chart spans 1 s at least)
+    for series in (fast, slow):
+        x = np.asarray(series.duration.x, dtype=float)
+        assert 0.0 <= x.min() and x.max() <= t_max + 1e-3
+        assert x.max() >= 0.9 * series.t_max  # each run's steps span the seconds it ran
+    # The slow run fills a fair share of the axis, whatever the fast run's iteration count.
+    assert np.asarray(slow.duration.x, dtype=float).max() >= 0.1 * charts._x.max
+
+
+def test_every_run_keeps_its_setup_shaded() -> None:
+    # Each configuration of a bisection has its own setup: each run's shade stays, from 0 s to
+    # the start of that run's iteration 0 (only the newest run's was drawn before).
+    d = Dashboard()
+    results = [Watch(WatchSpec(step=lambda state: None, setup=lambda p=pause: time.sleep(p),
+                               iterations=50), [d]).run() for pause in (0.05, 0.15)]
+    assert len(d.series) == 2
+    for series, result in zip(d.series, results, strict=True):
+        a, b = (float(v) for v in series.setup.x)
+        assert a == 0.0 and b == pytest.approx(float(result.column("start")[0]), abs=1e-3), series.label
+        assert series.setup in d.charts.rss_chart.marks
+    assert {"label": "setup", "colour": PHASES["setup"]} in d.legend.phases
 
 
 def test_redraws_allocate_the_same_whatever_the_run_length() -> None:
@@ -409,7 +440,7 @@ def test_front_end_gets_bounded_points_and_bytes_whatever_the_iteration_rate() -
     result = Watch(WatchSpec(step=lambda: None, iterations=3000), [d]).run()
     seconds = result.elapsed
     series = d.series[0]
-    marks = [series.rss, series.trend, series.duration, d.charts.ends, *d.charts.bands.values()]
+    marks = [series.rss, series.trend, series.duration, d.charts.ends, series.setup, d.charts.warmup_band]
     sent = [u for m in marks for u in updates(m)]
     for _, _state, buffers in sent:
         for b in buffers:
@@ -710,51 +741,6 @@ def test_the_wheel_ships_the_one_strip_source(tmp_path) -> None:
         assert z.read("leakwidget/static/legend.js").decode() == legend
 
 
-# --------------------------------------------------------------------------- the static picture
-
-
-def test_render_svg_draws_the_run_the_fit_and_the_verdict() -> None:
-    result = Watch(WatchSpec(step=leaking_step(), iterations=300, warmup=20), [Dashboard()]).run()
-    svg = render_svg(result)
-    root = ET.fromstring(svg)
-    ns = {"s": "http://www.w3.org/2000/svg"}
-    (rss,) = root.findall("s:polyline[@class='rss']", ns)
-    points = rss.get("points").split()
-    assert 10 < len(points) <= 800
-    ys = [float(p.split(",")[1]) for p in points]
-    assert ys[-1] < ys[0]  # RSS grows: the line rises (SVG y points down)
-    assert root.findall("s:polyline[@class='fit']", ns)
-    assert root.findall("s:rect[@class='warm-up']", ns)
-    (verdict,) = root.findall("s:text[@class='verdict']", ns)
-    assert verdict.get("data-kind") == "leak"
-    # The whole sentence is there, wrapped into lines that fit the picture.
-    lines = [t.text for t in verdict]
-    assert " ".join(lines).split() == result.verdict.summary.split()
-    assert all(len(line) * 6.6 <= 640 for line in lines)
-    bundle = result_mimebundle(result)
-    assert set(bundle) == {"text/plain", "image/svg+xml"}
-    assert result._repr_mimebundle_()["image/svg+xml"] == svg
-
-
-def test_render_svg_of_a_run_that_failed_at_once_still_renders() -> None:
-    def broken() -> None:
-        raise ZeroDivisionError
-
-    result = Watch(WatchSpec(step=broken, iterations=5), []).run()
-    assert result.stopped == "error"
-    root = ET.fromstring(render_svg(result))
-    assert root.tag.endswith("svg")
-
-
-def test_render_svg_rejects_samples_that_are_not_time_and_rss() -> None:
-    class Odd:
-        samples = np.zeros((3, 3))
-
-    with pytest.raises(ValueError, match="samples"):
-        render_svg(Odd())
-    assert set(result_mimebundle(Odd())) == {"text/plain"}  # the text always shows
-
-
 # ------------------------------------------------------------------------- the %%leakwatch rewrite
 
 
@@ -816,8 +802,8 @@ print("ok")
 
 def test_engine_side_modules_import_neither_ipython_nor_widgets() -> None:
     code = (
-        "import sys, leakwidget.report.svg, leakwidget.report.decimate, leakwidget.engine.bisect\n"
-        "bad = [m for m in ('IPython', 'ipywidgets', 'bqplot', 'tensorflow') if m in sys.modules]\n"
+        "import sys, leakwidget.report.chart, leakwidget.report.decimate, leakwidget.engine.bisect\n"
+        "bad = [m for m in ('IPython', 'ipywidgets', 'bqplot', 'tensorflow', 'matplotlib') if m in sys.modules]\n"
         "assert not bad, bad\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

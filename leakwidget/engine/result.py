@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..report.chart import result_mimebundle
 from ..report.html import PAGE
-from ..report.svg import result_mimebundle
 from ..stages import Stage
 from .attribution import Attribution, DeviceMemory
 from .children import ChildResult

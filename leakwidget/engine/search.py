@@ -418,11 +418,14 @@ class Bisector(_HandsOutAhead):
         return Configuration(label=label, toggles=Toggles(out), on=on)
 
     def _label(self, on: frozenset[str]) -> str:
+        """The configuration in words, short enough for a legend: "all off", "decode@5 on, the
+        rest off", "decode@5 and 3 more on, the rest off"."""
         if not on:
             return "all off"
         names = [short_id(s) for s in self._searched if s in on]
-        text = "on: " + ", ".join(names)
-        return text if len(text) <= 48 else f"on: {names[0]} +{len(names) - 1}"
+        rest = ", the rest off" if len(names) < len(self._searched) else ""
+        text = f"{' and '.join(names) if len(names) <= 2 else ', '.join(names)} on{rest}"
+        return text if len(text) <= 48 or len(names) == 1 else f"{names[0]} and {len(names) - 1} more on{rest}"
 
     def _test(self, on: frozenset[str]) -> Generator[Configuration, bool, bool]:
         if on in self._memo:

@@ -27,7 +27,7 @@ from ..engine.search import BisectResult, Configuration
 from ..engine.units import format_bytes, format_duration
 from ..engine.verdict import Verdict
 from ..engine.workers.compare import CompareResult
-from ..report.svg import KIND_COLOURS
+from ..report.colours import KIND_COLOURS
 
 STOPPED: dict[StopReason, str] = {
     "iterations": "It ran the iterations it was given.",

@@ -1,4 +1,4 @@
-"""The dashboard's charts: memory against time, step duration against iteration, their legend.
+"""The dashboard's charts: memory and step duration against time, and their legend.
 
 Pure drawing: :class:`Charts` receives a run's data (:class:`RunData`, bounded buckets the
 dashboard fills from the stream) and a verdict and puts them on bqplot marks. Every run (Run
@@ -16,7 +16,11 @@ What the picture promises, and how:
   never run together, and iterations are whole numbers.
 - The y-range is this run's own: the setup phase (memory an earlier cell freed, a buffer being
   built) is shaded and labelled but does not set the scale; a flat run is drawn flat (the
-  scale spans at least 1 MiB).
+  scale spans at least 1 MiB). Every run keeps its setup's shade (each configuration of a
+  bisection has its own setup); the warm-up is shaded for the current run.
+- The step duration shares the memory chart's time axis, so both charts span the same
+  seconds and a moment lines up on both: configurations that run at very different speeds
+  (one of 70,000 fast iterations beside leaking ones of 5,000) overlay in the time they ran.
 - Bounded: each series sends at most twice as many points as there are buckets (at most
   ``max_points``), every redraw is one message per mark (``hold_sync``), and a redraw allocates
   only arrays of that size, whatever the run's length.
@@ -37,8 +41,8 @@ import traitlets
 
 from ..engine.units import format_bytes
 from ..engine.verdict import Verdict, theil_sen
+from ..report.colours import KIND_COLOURS, MIB, PALETTE, PHASES
 from ..report.decimate import Buckets
-from ..report.svg import KIND_COLOURS, MIB, PALETTE
 from ..report.trend import trend_line
 from .strip import js_module
 
@@ -52,7 +56,6 @@ MARKER_GAP = 8  # px between iteration-end dots at least; denser runs get none
 # Tick labels at 11 px: width per character, height; the room kept between two labels.
 CHAR_PX, LABEL_HEIGHT = 7.0, 12.0
 GAP_ACROSS, GAP_UPRIGHT = 36.0, 16.0
-PHASES = {"setup": "#90a4ae", "warm-up": "#bdbdbd"}  # shaded bands and their colours
 
 
 def _f32(a: np.ndarray) -> np.ndarray:
@@ -155,11 +158,13 @@ class RunData:
     def __init__(self, buckets: int) -> None:
         self.samples = Buckets(buckets)
         self.iterations = Buckets(buckets, extras=2)
+        self.durations = Buckets(buckets)  # (end time, duration): drawn on the time axis
         self.clear()
 
     def clear(self) -> None:
         self.samples.clear()
         self.iterations.clear()
+        self.durations.clear()
         self.start: float | None = None
         self.baseline: float | None = None
         self.first_rss: float | None = None
@@ -179,6 +184,7 @@ class RunData:
             # The samples of iteration 0 may have come before its record did.
             self.baseline = self.samples.first_at(start)
         self.iterations.append(float(index), duration, end, float(rss))
+        self.durations.append(end, duration)
         self.last_index, self.last_end = float(index), end
 
     def base(self) -> float:
@@ -197,16 +203,16 @@ class RunSeries:
     rss: bq.Lines
     trend: bq.Lines
     duration: bq.Lines
+    setup: bq.Lines  # the shade of this run's setup, kept when later runs are drawn
     slope: str = ""
     kind: str = "running"
     t_max: float = 0.0
     y_range: tuple[float, float] | None = None  # MiB after the setup, trend included
-    last_index: float = 0.0
     ms_max: float = 0.0
 
     @property
     def marks(self) -> tuple[bq.Lines, ...]:
-        return self.rss, self.trend, self.duration
+        return self.rss, self.trend, self.duration, self.setup
 
 
 class Charts:
@@ -216,7 +222,7 @@ class Charts:
         self.legend.observe(lambda _c: self._draw_axes(), names="width")
         self._x, self._y, self._unit = bq.LinearScale(min=0.0, max=1.0), bq.LinearScale(), \
             bq.LinearScale(min=0.0, max=1.0)
-        self.bands = {name: self._band(colour) for name, colour in PHASES.items()}
+        self.warmup_band = self._band(PHASES["warm-up"])
         self.band_labels = bq.Label(x=_empty(), y=_empty(), text=[], scales={"x": self._x, "y": self._unit},
                                     colors=["#455a64"], default_size=11, align="middle", y_offset=14,
                                     font_weight="normal")
@@ -232,10 +238,9 @@ class Charts:
             fig_margin=RSS_MARGIN, display_toolbar=False, legend_location="top-left",
             layout=widgets.Layout(width="auto", height=f"{RSS_HEIGHT}px"), _dom_classes=["leakwidget-rss-chart"],
         )
-        self._dx, self._dy = bq.LinearScale(min=0.0, max=10.0), bq.LinearScale(min=0.0, max=1.0)
-        self._dx_axis = bq.Axis(scale=self._dx, label="iteration", grid_lines="none", tick_format=",.0f",
-                                label_offset="34px",
-                                tick_values=np.array([0.0]))
+        self._dy = bq.LinearScale(min=0.0, max=1.0)
+        self._dx_axis = bq.Axis(scale=self._x, label="time since the run started (s)", grid_lines="none",
+                                tick_format=",.0f", label_offset="34px", tick_values=np.array([0.0]))
         self._dy_axis = bq.Axis(scale=self._dy, label="step (ms)", side="left", label_offset="48px",
                                 grid_color="#eeeeee", tick_format=",.0f", tick_values=np.array([0.0]))
         self.duration_chart = bq.Figure(
@@ -254,9 +259,9 @@ class Charts:
         self._draw_axes()
 
     # ------------------------------------------------------------------ marks
-    def _band(self, colour: str) -> bq.Lines:
+    def _band(self, colour: str, opacity: float = 0.25) -> bq.Lines:
         return bq.Lines(x=_empty(), y=np.zeros((2, 0), np.float32), scales={"x": self._x, "y": self._unit},
-                        fill="between", colors=[colour], fill_colors=[colour], fill_opacities=[0.25],
+                        fill="between", colors=[colour], fill_colors=[colour], fill_opacities=[opacity],
                         opacities=[0.0, 0.0])
 
     def _make_series(self, label: str, colour: str) -> RunSeries:
@@ -264,9 +269,10 @@ class Charts:
                        labels=[label], stroke_width=2)
         trend = bq.Lines(x=_empty(), y=_empty(), scales={"x": self._x, "y": self._y},
                          colors=[KIND_COLOURS["running"]], line_style="dashed", stroke_width=2)
-        dur = bq.Lines(x=_empty(), y=_empty(), scales={"x": self._dx, "y": self._dy}, colors=[colour],
+        dur = bq.Lines(x=_empty(), y=_empty(), scales={"x": self._x, "y": self._dy}, colors=[colour],
                        labels=[label], stroke_width=1.5)
-        return RunSeries(label, colour, rss, trend, dur)
+        # Lighter than the current run's phases: the setups of several runs overlap from 0 s.
+        return RunSeries(label, colour, rss, trend, dur, self._band(PHASES["setup"], 0.18))
 
     def new_series(self, label: str) -> RunSeries:
         colour = PALETTE[len(self.series) % len(PALETTE)]
@@ -287,14 +293,13 @@ class Charts:
                 mark.close()
         self._set_marks()
         self.ends.x = self.ends.y = _empty()
-        for band in self.bands.values():
-            band.x, band.y = _empty(), np.zeros((2, 0), np.float32)
+        self.warmup_band.x, self.warmup_band.y = _empty(), np.zeros((2, 0), np.float32)
         self._draw_legend()
         return series
 
     def _set_marks(self) -> None:
         drawn = self.series + ([self._spare] if self._spare is not None else [])
-        marks: list[bq.Mark] = [*self.bands.values(), self.band_labels]
+        marks: list[bq.Mark] = [*(s.setup for s in drawn), self.warmup_band, self.band_labels]
         marks += [s.rss for s in drawn] + [s.trend for s in drawn]
         self.rss_chart.marks = [*marks, self.ends]
         self.duration_chart.marks = [s.duration for s in drawn]
@@ -315,7 +320,7 @@ class Charts:
         happen before a run, not inside the first one measured."""
         idx, dur, end, rss, _n = data.iterations.means()
         data.samples.envelope()
-        data.iterations.envelope()
+        data.durations.envelope()
         trend_line(verdict, idx, rss, end, last=(data.last_index, data.last_end))
         duration_trend(idx, dur, 0)
         nice_ticks(0.0, 1.0, self.plot_width(), _across)
@@ -330,7 +335,8 @@ class Charts:
         base = data.base()
         with series.rss.hold_sync():
             series.rss.x, series.rss.y = _f32(t), _f32((v - base) / MIB)
-        series.t_max = float(t[-1]) if t.size else 0.0
+        # The axis reaches the last iteration's end too (its trend and step time end there).
+        series.t_max = max(float(t[-1]) if t.size else 0.0, data.last_end if data.last_index >= 0 else 0.0)
         rng = data.samples.y_range(data.start if data.start is not None else -np.inf)
         if rng is not None:
             series.y_range = ((rng[0] - base) / MIB, (rng[1] - base) / MIB)
@@ -341,7 +347,7 @@ class Charts:
         """Everything of the current run: RSS, trend, iteration ends, durations, phases, legend.
 
         ``kind`` is what the banner shows (a verdict kind, "retention" or "running")."""
-        marks = (*series.marks, self.ends, self.band_labels, *self.bands.values(), self.duration_chart)
+        marks = (*series.marks, self.ends, self.band_labels, self.warmup_band, self.duration_chart)
         with ExitStack() as hold:
             for w in marks:
                 hold.enter_context(w.hold_sync())
@@ -354,9 +360,9 @@ class Charts:
             if ty.size and series.y_range is not None:
                 lo, hi = float(ty.min() - base) / MIB, float(ty.max() - base) / MIB
                 series.y_range = (min(series.y_range[0], lo), max(series.y_range[1], hi))
-            self._draw_durations(series, data, verdict)
+            self._draw_durations(series, data, verdict, idx, end)
             self._draw_ends(data, idx, end, rss, base)
-            self._draw_phases(data, verdict, idx, end)
+            self._draw_phases(series, data, verdict, idx, end)
             series.kind = kind
             # A slope in the legend only once it means something: a verdict, or the run's end.
             decided = verdict.iterations and (final or kind in ("leak", "retention", "plateau", "stable"))
@@ -364,15 +370,16 @@ class Charts:
             self._draw_axes()
             self._draw_legend()
 
-    def _draw_durations(self, series: RunSeries, data: RunData, verdict: Verdict) -> None:
-        x, y = data.iterations.envelope()
+    def _draw_durations(self, series: RunSeries, data: RunData, verdict: Verdict, idx: np.ndarray,
+                        end: np.ndarray) -> None:
+        x, y = data.durations.envelope()  # (end time, duration): the memory chart's time axis
         series.duration.x, series.duration.y = _f32(x), _f32(y * 1000.0)
-        series.last_index = max(data.last_index, 0.0)
         # A slow first iteration must not squash the rest (x ascends: a slice, not a mask).
-        after = int(np.searchsorted(x, verdict.warmup, side="left"))
+        warm = float(np.interp(verdict.warmup - 1, idx, end)) if verdict.warmup > 0 and idx.size else -np.inf
+        after = int(np.searchsorted(x, warm, side="right"))
         ms = y[after:] if after < x.size else y
         series.ms_max = float(ms.max()) * 1000.0 if ms.size else 0.0
-        idx, dur, *_ = data.iterations.means()
+        _idx, dur, *_ = data.iterations.means()
         if idx.size:
             self._flag_duration(*duration_trend(idx, dur, verdict.warmup))
 
@@ -386,8 +393,9 @@ class Charts:
         elif self.ends.x.size:
             self.ends.x = self.ends.y = _empty()
 
-    def _draw_phases(self, data: RunData, verdict: Verdict, idx: np.ndarray, end: np.ndarray) -> None:
-        """The setup and warm-up shaded, each labelled where its band is wide enough."""
+    def _draw_phases(self, series: RunSeries, data: RunData, verdict: Verdict, idx: np.ndarray,
+                     end: np.ndarray) -> None:
+        """The run's setup and warm-up shaded, each labelled where its band is wide enough."""
         spans = {}
         if data.start is not None and data.start > 0:
             spans["setup"] = (0.0, data.start)
@@ -395,7 +403,7 @@ class Charts:
             spans["warm-up"] = (data.start, float(np.interp(verdict.warmup - 1, idx, end)))
         t_max = max(max((s.t_max for s in self.series), default=0.0), 1e-3)
         xs, texts = [], []
-        for name, band in self.bands.items():
+        for name, band in (("setup", series.setup), ("warm-up", self.warmup_band)):
             a, b = spans.get(name, (0.0, 0.0))
             if b <= a:
                 band.x, band.y = _empty(), np.zeros((2, 0), np.float32)
@@ -411,8 +419,8 @@ class Charts:
 
     def _draw_axes(self) -> None:
         """Scales from the drawn data of every run; tick values chosen for the pixels there are."""
-        t_max, lo, hi, last, ms = _extents(self.series)
-        scales = ((self._x, 0.0, t_max), (self._y, lo, hi), (self._dx, 0.0, last), (self._dy, 0.0, ms))
+        t_max, lo, hi, ms = _extents(self.series)
+        scales = ((self._x, 0.0, t_max), (self._y, lo, hi), (self._dy, 0.0, ms))
         for scale, a, b in scales:
             if (scale.min, scale.max) != (a, b):
                 with scale.hold_sync():
@@ -420,16 +428,18 @@ class Charts:
         plot_w = self.plot_width()
         rss_h = RSS_HEIGHT - RSS_MARGIN["top"] - RSS_MARGIN["bottom"]
         dur_h = DURATION_HEIGHT - DURATION_MARGIN["top"] - DURATION_MARGIN["bottom"]
-        _set_ticks(self._x_axis, *nice_ticks(0.0, t_max, plot_w, _across))
+        time_ticks = nice_ticks(0.0, t_max, plot_w, _across)
+        _set_ticks(self._x_axis, *time_ticks)
         _set_ticks(self._y_axis, *nice_ticks(lo, hi, rss_h, _upright, gap=GAP_UPRIGHT))
-        _set_ticks(self._dx_axis, *nice_ticks(0.0, last, plot_w, _across, integer=True))
+        _set_ticks(self._dx_axis, *time_ticks)
         _set_ticks(self._dy_axis, *nice_ticks(0.0, ms, dur_h, _upright, gap=GAP_UPRIGHT))
 
     def _draw_legend(self) -> None:
         current = self.series[-1] if self.series else None
         entries = [{"label": s.label, "colour": s.colour, "kind": s.kind, "slope": s.slope,
                     "current": s is current and len(self.series) > 1} for s in self.series]
-        phases = [{"label": name, "colour": PHASES[name]} for name, band in self.bands.items() if band.x.size]
+        shaded = {"setup": any(s.setup.x.size for s in self.series), "warm-up": bool(self.warmup_band.x.size)}
+        phases = [{"label": name, "colour": PHASES[name]} for name, shown in shaded.items() if shown]
         if entries != self.legend.entries or phases != self.legend.phases:
             with self.legend.hold_sync():
                 self.legend.entries, self.legend.phases = entries, phases
@@ -452,9 +462,9 @@ class Charts:
             self.duration_chart.title_style = {"font-size": "13px", "fill": colour}
 
 
-def _extents(series: list[RunSeries]) -> tuple[float, float, float, float, float]:
+def _extents(series: list[RunSeries]) -> tuple[float, float, float, float]:
     """What the axes span over the runs drawn: (seconds, RSS change low and high in MiB with a
-    margin, last iteration, step ms); an RSS span of at least MIN_SPAN_MIB, so flat is flat."""
+    margin, step ms); an RSS span of at least MIN_SPAN_MIB, so flat is flat."""
     shown = [s for s in series if s.t_max > 0]
     ranges = [s.y_range for s in shown if s.y_range is not None]
     lo = min((r[0] for r in ranges), default=0.0)
@@ -464,7 +474,6 @@ def _extents(series: list[RunSeries]) -> tuple[float, float, float, float, float
         lo, hi = mid - MIN_SPAN_MIB / 2, mid + MIN_SPAN_MIB / 2
     pad = 0.06 * (hi - lo)
     return (max(max((s.t_max for s in shown), default=0.0), 1.0), lo - pad, hi + pad,
-            max(max((s.last_index for s in shown), default=0.0), 10.0),
             max(max((s.ms_max for s in shown), default=0.0) * 1.08, 1.0))
 
 

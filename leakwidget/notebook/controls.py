@@ -19,10 +19,12 @@ from ..stages import Toggles
 
 def _button(description: str, icon: str, name: str, tooltip: str = "", *, offered: bool = True,
             style: str = "") -> widgets.Button:
-    """A button, disabled until a run makes it useful; one not ``offered`` is hidden too."""
+    """A button, disabled until a run makes it useful; one not ``offered`` is hidden too. As wide
+    as its label (ipywidgets' fixed 148 px cut "Native call stacks" to "Native call sta…")."""
     return widgets.Button(description=description, icon=icon, disabled=True, button_style=style,
                           **({"tooltip": tooltip} if tooltip else {}),
-                          layout=widgets.Layout(display=None if offered else "none"),
+                          layout=widgets.Layout(display=None if offered else "none", width="auto",
+                                                min_width="148px"),
                           _dom_classes=[f"leakwidget-{name}"])
 
 

@@ -41,7 +41,8 @@ from ..engine.search import BisectResult
 from ..engine.spec import WatchSpec
 from ..engine.verdict import Verdict
 from ..engine.workers.compare import CompareResult
-from ..report.svg import result_mimebundle
+from ..report.chart import result_mimebundle
+from ..report.render import text_bundle
 from ..stages import Stage
 from . import delivery
 from .banner import (
@@ -131,7 +132,7 @@ class Dashboard(widgets.VBox, BaseObserver):
         """The live view, plus a static picture of the last run when displayed after one.
 
         Front ends with widgets show the live view; others (nbconvert, nbviewer, GitHub) fall
-        back to the SVG and the text report. The output shown while a run goes on is not
+        back to the chart (a PNG) and the text report. The output shown while a run goes on is not
         updated at its end on purpose: JupyterLab would rebuild the live view to do so.
         """
         bundle = super()._repr_mimebundle_(**kwargs)
@@ -151,9 +152,9 @@ class Dashboard(widgets.VBox, BaseObserver):
         # Short: in JupyterLab it sits under the dashboard, which says all of it already.
         text = report_text(final_banner(result), lines=1)
         if self._report is None:
-            self._report = display({"text/plain": text}, raw=True, display_id=True)
+            self._report = display(text_bundle(text), raw=True, display_id=True)
         else:
-            self._report.update({"text/plain": text}, raw=True)
+            self._report.update(text_bundle(text), raw=True)
 
     # ------------------------------------------------------------------ the stream
     def on_start(self, run: RunControl) -> None:

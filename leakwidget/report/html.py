@@ -1,7 +1,8 @@
 """The report a watch leaves to share: one self-contained HTML page.
 
 ``result.save_html(path)`` (and ``leakwidget run --html``, ``leakwidget report RESULT.json``) write
-one file with everything inline — the RSS and step-time charts as SVG, the styles in a
+one file with everything inline — the chart (RSS and step time, drawn by :mod:`.chart` with
+matplotlib) as SVG, the styles in a
 ``<style>`` element, no script, no font, no image fetched — so it opens offline in any browser,
 as a mail attachment or a CI artifact. Its sections: the verdict (with rates per iteration,
 second and hour, and the time until memory runs out), the charts, the attribution's tables,
@@ -25,14 +26,13 @@ import numpy as np
 
 from ..engine.units import format_bytes, format_duration, rss_travel
 from ..engine.verdict import Verdict, retention_summary
-from .decimate import minmax
+from .chart import projection_text, render_svg
+from .colours import KIND_COLOURS
+from .figure import ChartUnavailable
 from .rates import rates
 from .render import Drawing
-from .svg import KIND_COLOURS, PALETTE, projection_text, render_svg
 
 __all__ = ["PAGE", "Exported", "SavedRun", "render_html", "render_result_html"]
-
-_DURATION_POINTS = 1200
 
 STYLE = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px auto;max-width:980px;
@@ -53,7 +53,7 @@ font-family:ui-monospace,monospace;font-size:12px}
 
 
 class SavedRun:
-    """A result in its exported form, with what the SVG chart reads of a WatchResult:
+    """A result in its exported form, with what the chart reads of a WatchResult:
     ``samples``, ``verdict`` and ``column(name)``."""
 
     def __init__(self, doc: Mapping) -> None:
@@ -151,12 +151,11 @@ def _verdict_section(run: SavedRun, doc: Mapping) -> str:
 
 
 def _charts_section(run: SavedRun) -> str:
-    rss_svg = render_svg(run, width=940, height=340)  # reads samples, verdict, column()
-    return (
-        '<h2>Memory and step time</h2>'
-        f'<div class="chart" id="rss-chart">{rss_svg}</div>'
-        f'<div class="chart" id="duration-chart">{duration_svg(run.column("end"), run.column("duration"))}</div>'
-    )
+    try:
+        chart = render_svg(run)  # reads samples, verdict, column()
+    except ChartUnavailable as exc:
+        chart = f'<p class="note">{escape(str(exc))}</p>'
+    return f'<h2>Memory and step time</h2>\n<div class="chart" id="chart">{chart}</div>'
 
 
 def _attribution_section(att: Mapping | None) -> str:
@@ -252,37 +251,6 @@ def _environment_section(env: Mapping | None) -> str:
 
 
 # ------------------------------------------------------------------------------ pieces
-
-
-def duration_svg(end: np.ndarray, duration: np.ndarray, width: int = 940, height: int = 200) -> str:
-    """Step time (ms) of each iteration against its end time (s), as inline SVG."""
-    end = np.asarray(end, dtype=float)
-    ms = np.asarray(duration, dtype=float) * 1000.0
-    left, right, top, bottom = 62, 14, 24, 34
-    pw, ph = width - left - right, height - top - bottom
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="leakwidget-duration" width="{width}" '
-           f'height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
-           f'<rect width="{width}" height="{height}" fill="white"/>',
-           '<text x="10" y="15" font-weight="bold">Step time per iteration (ms)</text>',
-           f'<path d="M{left},{top} V{top + ph} H{left + pw}" stroke="#444" fill="none"/>']
-    if end.size:
-        x, y = minmax(end, ms, _DURATION_POINTS)
-        x0, x1 = 0.0, max(float(x.max()), 1e-3)
-        y0, y1 = 0.0, max(float(y.max()) * 1.08, 1e-3)
-        xs = left + (x - x0) / (x1 - x0) * pw
-        ys = top + ph - (y - y0) / (y1 - y0) * ph
-        pts = " ".join(f"{a:.1f},{b:.1f}" for a, b in zip(xs, ys, strict=True))
-        out.append(f'<polyline class="duration" fill="none" stroke="{PALETTE[0]}" stroke-width="1.2" points="{pts}"/>')
-        for frac in (0.0, 0.5, 1.0):
-            yy = top + ph - frac * ph
-            out.append(f'<text x="{left - 6}" y="{yy + 4:.1f}" text-anchor="end">{y1 * frac:.3g}</text>')
-            xx = left + frac * pw
-            out.append(f'<text x="{xx:.1f}" y="{top + ph + 16}" text-anchor="middle">{x1 * frac:.3g}</text>')
-        out.append(f'<text x="{left + pw / 2}" y="{height - 4}" text-anchor="middle">time (s)</text>')
-    else:
-        out.append(f'<text x="{left + 10}" y="{top + ph / 2}">No iteration finished.</text>')
-    out.append("</svg>")
-    return "\n".join(out)
 
 
 def _table(header: list[str], rows: list[list], numeric: tuple[int, ...] = ()) -> str:

@@ -382,3 +382,31 @@ def test_bisect_names_the_culprit_and_gives_the_strip_back(open_notebook, screen
     assert not geometry_problems(g, max_headline_lines=1), geometry_problems(g, max_headline_lines=1)
     assert len(cell.locator(".leakwidget-legend-entry").all()) >= 3  # one entry per configuration
     cell.locator(".leakwidget-dashboard").screenshot(path=str(screenshots / f"bisect-{width}.png"))
+
+
+NATIVE_SETUP = "from leakwidget import examples\nsetup, step = examples.native_leak(256 * 1024)"
+
+
+@pytest.mark.parametrize("width", [1400, 900])
+def test_no_button_label_is_cut(open_notebook, screenshots, width):
+    # A native leak offers every button a run can leave: Stop, Run again, Native call stacks
+    # (ipywidgets' fixed 148 px had cut it to "Native call sta…").
+    nb = open_notebook(
+        f"buttons{width}.ipynb",
+        ["%load_ext leakwidget", NATIVE_SETUP, "%%leakwatch -t 4 state = setup()\nstep(state)"],
+        width=width,
+    )
+    for i in range(3):
+        nb.run_cell(i)
+        nb.wait_cell_done(i, timeout_ms=60_000)
+    cell = nb.cell(2)
+    expect(cell.locator(BANNER_KIND)).to_have_attribute("data-kind", "leak", timeout=10_000)
+    native = cell.locator(".leakwidget-native")
+    expect(native).to_be_visible()
+    buttons = cell.locator(".leakwidget-controls button")
+    shown = buttons.evaluate_all("""els => els.filter(e => e.offsetParent !== null).map(e => ({
+        text: e.innerText.trim(), cut: e.scrollWidth > e.clientWidth + 1,
+        labelCut: Array.from(e.querySelectorAll('*')).some(c => c.scrollWidth > c.clientWidth + 1)}))""")
+    assert {b["text"] for b in shown} >= {"Stop", "Run again", "Native call stacks"}, shown
+    assert not [b for b in shown if b["cut"] or b["labelCut"]], shown
+    cell.locator(".leakwidget-dashboard").screenshot(path=str(screenshots / f"buttons-{width}.png"))
