@@ -471,11 +471,14 @@ def start_them(pids_file):
 def _started_by_the_step(tmp_path, dies: bool):
     namespace: dict = {}
     exec(DAEMONIZE, namespace)
+    # Only the function travels, not the namespace exec filled: its __builtins__ carry whatever
+    # an earlier test's IPython shell left there (a shell's bound method cannot be pickled).
+    start_them = namespace["start_them"]
     pids_file = str(tmp_path / "pids")
     n = [0]
 
     def setup():
-        namespace["start_them"](pids_file)
+        start_them(pids_file)
 
     def step(_state):
         n[0] += 1
@@ -485,13 +488,20 @@ def _started_by_the_step(tmp_path, dies: bool):
 
     # In a thread: a process left holding the worker's pipes could hang the run's end.
     done: list = []
-    runner = threading.Thread(target=lambda: done.append(
-        run_sync(run_isolated(WatchSpec(step, setup, seconds=2), [], NO_PAUSE))), daemon=True)
+
+    def run() -> None:
+        try:
+            done.append(run_sync(run_isolated(WatchSpec(step, setup, seconds=2), [], NO_PAUSE)))
+        except BaseException as exc:  # said below
+            done.append(exc)
+
+    runner = threading.Thread(target=run, daemon=True)
     runner.start()
     runner.join(timeout=30)
     if not (tmp_path / "pids").exists():
         r = done[0] if done else None
         raise AssertionError("the setup started nothing: " + (
+            repr(r) if isinstance(r, BaseException) else
             f"{r.stopped}, {r.error!r}, {r.stage_notes}" if r else "no result within 30 s"))
     pids = [int(x) for x in (tmp_path / "pids").read_text().split()]
     return (done[0] if done else None), pids

@@ -140,7 +140,8 @@ def test_a_bisection_is_bisecting_until_it_ends_and_stop_ends_the_search() -> No
     view.scheduler.on_configuration = second_stops  # type: ignore[method-assign]
     _until_idle(view, lambda: view.scheduler.bisect(AS_WRITTEN))
     assert view.states == ["running", "idle", "bisecting", "idle"]
-    assert len(labels) == 3 and view.notes[-1] == "Bisect stopped before it finished."
+    assert len(labels) == 3 and view.notes[-1] == "Bisect stopped before it finished.", (
+        labels, view.notes, [r.verdict.summary for r in view.results])
     assert view.shown == []  # no answer is shown for a search that was stopped
 
 
