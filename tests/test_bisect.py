@@ -239,6 +239,56 @@ def test_a_configuration_refilling_freed_memory_is_not_called_clean_early():
             libc.free(p)
 
 
+class _Stops:
+    """A run that records when a guard asks it to stop."""
+
+    def __init__(self) -> None:
+        self.stopped: str | None = None
+
+    def request_stop(self, reason: str = "stopped") -> None:
+        self.stopped = reason
+
+
+def _plateau_verdict(rise: float, iterations: int, kind: str = "plateau") -> Verdict:
+    top = min(iterations, 200)
+    return Verdict(kind, slope=0.0, onset=0, iterations=iterations,
+                   fit=[(0.0, 100 * MiB), (float(top), 100 * MiB + rise), (float(iterations), 100 * MiB + rise)])
+
+
+def _guarded(verdicts: list[tuple[float, Verdict]], yardstick) -> tuple[str | None, int]:
+    """Feed (seconds, verdict) pairs to a plateau's ConfigGuard: why it stopped, after how many."""
+    from leakwidget.engine.bisect import ConfigGuard as Guard
+
+    guard, run = Guard(60, plateau=yardstick), _Stops()
+    guard.on_start(run)
+    for n, (t, v) in enumerate(verdicts, 1):
+        guard.on_iteration(IterationRecord(v.iterations, t, t, 0, 0, 0.0, 0, 0, -1))
+        guard.on_verdict(v)
+        if run.stopped:
+            return run.stopped, n
+    return None, len(verdicts)
+
+
+def test_a_plateaus_configuration_ends_once_its_answer_is_known_not_when_its_verdict_is_confident():
+    # The baseline rose 40 MiB by iteration 200, 2 s into its run: a configuration rising as
+    # high reproduces it at once; one that stays flat, only once three times the baseline's
+    # iterations and seconds (and the settle time) have passed; one still rising, not yet.
+    from leakwidget.engine.bisect import PlateauYardstick
+
+    yard = PlateauYardstick(rise=20 * MiB, iterations=200, seconds=2.0)
+    rising = [(0.5 * k, _plateau_verdict(8 * MiB * k, 100 * k, "inconclusive")) for k in range(1, 8)]
+    assert _guarded(rising, yard) == ("confident", 4)  # 24 and 32 MiB: two verdicts as high
+    flat = [(0.5 * k, _plateau_verdict(0.0, 100 * k, "stable")) for k in range(1, 40)]
+    why, n = _guarded(flat, yard)
+    assert why == "confident" and 0.5 * n >= 3 * 2.0 + 3.0 and 100 * n >= 600, n
+    late = flat[:11] + [(0.5 * k, _plateau_verdict(12 * MiB, 100 * k, "inconclusive")) for k in range(12, 40)]
+    assert _guarded(late, yard) == (None, 39)  # half as high after the wait: not said "no"
+    # Made from a real baseline's configuration: its fit's top, and its time per iteration.
+    base = SimpleNamespace(verdict=_plateau_verdict(40 * MiB, 600), observed=Observed(
+        _plateau_verdict(40 * MiB, 600), iterations=600, seconds=6.0))
+    assert PlateauYardstick.of(base, 0.5) == PlateauYardstick(20 * MiB, 200.0, 2.0)
+
+
 _RETENTION_CHILD = r"""
 import json
 import leakwidget

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from .attribution import Tracker
 from .observer import BaseObserver, Observer, RunControl
@@ -28,6 +28,7 @@ from .search import (
     Configuration,
     Observed,
     block_trend,
+    plateau_rise,
 )
 from .spec import WatchSpec
 from .units import parse_size
@@ -38,6 +39,10 @@ from .workers.parallel import Prepared, run_configurations
 __all__ = ["ConfigGuard", "bisect", "run_bisection"]
 
 DEFAULT_SECONDS_PER_CONFIG = 30.0
+# A plateau's configuration that has not risen half as high after this many times the baseline's
+# iterations and seconds to its top does not reproduce it (a buffer that fills later with a stage
+# off fills in as many elements, at most a few times slower).
+PLATEAU_WAIT = 3.0
 _CHOSEN_PER_CONFIGURATION = {"off", "serial", "toggles", "label", "step", "setup", "seconds"}
 
 
@@ -54,15 +59,20 @@ class ConfigGuard(BaseObserver):
       waited for buffers and autotuning to settle; its slope is the yardstick here.
 
     For a Python-object leak (``python_threshold``, blocks per iteration) the allocator's block
-    count is the yardstick instead. It reads only the stream every observer gets.
+    count is the yardstick instead. When a plateau is bisected (``plateau``), the baseline's rise
+    is: two successive live verdicts rising at least as high reproduce it; two that, well past
+    the time and the iterations the baseline took to reach its top, have not risen half as
+    high do not (a confident "stable" takes a dozen seconds more). It reads only the stream
+    every observer gets.
     """
 
     def __init__(self, seconds: float, threshold: float | None = None, *,
                  python_threshold: float | None = None, min_iterations: int = 30,
-                 settle: float = 3.0) -> None:
+                 settle: float = 3.0, plateau: PlateauYardstick | None = None) -> None:
         self.seconds = seconds
         self.threshold = threshold
         self.python_threshold = python_threshold
+        self.plateau = plateau
         self.min_iterations = min_iterations
         self.settle = settle
         self.malloc_slope: float | None = None  # bytes in use per iteration, after the run
@@ -89,6 +99,9 @@ class ConfigGuard(BaseObserver):
             self._run.request_stop("seconds")
 
     def on_verdict(self, verdict: Verdict) -> None:
+        if self.plateau is not None:
+            self._judge_plateau(verdict)
+            return
         if self.threshold is None:
             return
         measured = (verdict.iterations >= self.min_iterations
@@ -111,6 +124,16 @@ class ConfigGuard(BaseObserver):
         if self._below >= 2 or (self._above >= 3 and self._elapsed >= self.settle):
             self._run.request_stop("confident")
 
+    def _judge_plateau(self, verdict: Verdict) -> None:
+        p, rise = self.plateau, plateau_rise(verdict)
+        reached = verdict.kind in ("plateau", "leak", "inconclusive") and rise >= p.rise
+        waited = (verdict.iterations >= max(self.min_iterations, PLATEAU_WAIT * p.iterations)
+                  and self._elapsed >= PLATEAU_WAIT * p.seconds + self.settle)
+        self._above = self._above + 1 if reached else 0
+        self._below = self._below + 1 if waited and rise < 0.5 * p.rise else 0
+        if self._above >= 2 or self._below >= 2:
+            self._run.request_stop("confident")
+
     def on_finish(self, result: WatchResult) -> None:
         self.malloc_slope = self._in_use_rate()
 
@@ -129,12 +152,29 @@ class ConfigGuard(BaseObserver):
         return (self._in_use[1] - self._in_use0[1]) / (self._in_use[0] - self._in_use0[0])
 
 
+class PlateauYardstick(NamedTuple):
+    """What a configuration of a plateau's bisection is measured against: the rise that
+    reproduces the baseline's plateau, and the iterations and seconds the baseline took to
+    reach its top."""
+
+    rise: float
+    iterations: float
+    seconds: float
+
+    @classmethod
+    def of(cls, base: Configuration, ratio: float) -> PlateauYardstick:
+        fit, seen = base.verdict.fit, base.observed
+        top = max(fit, key=lambda p: p[1])[0] if fit else 0.0
+        per_iteration = seen.seconds / max(seen.iterations, 1)  # the setup included: longer
+        return cls(ratio * plateau_rise(base.verdict), top, top * per_iteration)
+
+
 def _guard_for(bisector: Bisector, config: Configuration, seconds: float) -> ConfigGuard:
     base = bisector.configurations[0]
-    if config is base or bisector.plateau:
-        # A plateau's configurations run until their own verdicts are confident: whether memory
-        # rises as high shows only once it has stopped rising.
+    if config is base:
         return ConfigGuard(seconds)
+    if bisector.plateau:
+        return ConfigGuard(seconds, plateau=PlateauYardstick.of(base, bisector.slope_ratio))
     return ConfigGuard(
         seconds, bisector.slope_ratio * base.verdict.slope,
         python_threshold=(bisector.slope_ratio * base.observed.python_slope
