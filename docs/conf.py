@@ -41,7 +41,7 @@ extensions = [
     "sphinx.ext.autosummary",
     "sphinxarg.ext",  # the CLI reference, from leakwidget.cli.build_parser()
 ]
-exclude_patterns = ["_build", "_readme_draft.md", "Thumbs.db", ".DS_Store"]
+exclude_patterns = ["_build", "Thumbs.db", ".DS_Store"]
 
 # The course's lessons are shown as committed (their outputs are refreshed by
 # notebooks/course/refresh.py); building the site never runs them.
