@@ -126,3 +126,28 @@ def test_a_watch_in_a_kernel_leaves_its_peak_rss_record_alone(kernel):
     reply, text = execute(kc, "%%leakwatch -n 5 -q --exact-peaks\npass\n")
     assert reply["status"] == "ok", text
     assert int(evaluate(kc, "hwm()")) < before - 200 * 1024
+
+
+def test_a_result_shows_its_text_and_its_chart_as_two_outputs(kernel) -> None:
+    # A front end shows the richest type of each output: text and PNG in one output would show
+    # the chart alone, hiding the report that says what it means.
+    _, kc = kernel
+    outputs = []
+    msg_id = kc.execute("%load_ext leakwidget\nimport leakwidget\n"
+                        "r = leakwidget.watch(lambda: None, iterations=40, widget=False)\nr")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        msg = kc.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        if msg["msg_type"] in ("display_data", "execute_result"):
+            outputs.append(msg["content"]["data"])
+        elif msg["msg_type"] == "error":
+            raise AssertionError("\n".join(msg["content"]["traceback"]))
+        elif msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            break
+    assert len(outputs) == 2, [sorted(o) for o in outputs]
+    text, chart = outputs
+    assert "image/png" not in text and "40 iterations" in text["text/plain"]
+    assert "word-break: normal" in text["text/html"] and "40 iterations" in text["text/html"]
+    assert set(chart) == {"image/png", "text/plain"}

@@ -52,6 +52,7 @@ from ..engine.workers.compare import CompareResult, run_compare
 from ..engine.workers.isolate import IsolationError, run_watch
 from ..stages import Toggles, parse_ids
 from . import delivery
+from . import display as result_display
 from .progress import ProgressLine
 from .shipping import ship_cell
 
@@ -363,6 +364,7 @@ def load(ipython: InteractiveShell) -> None:
     """Register the magics and, where the kernel can use it, the live click delivery."""
     ipython.register_magics(LeakwatchMagics)
     delivery.install(ipython)
+    result_display.register(ipython)
 
 
 def unload(ipython: InteractiveShell) -> None:
@@ -370,3 +372,4 @@ def unload(ipython: InteractiveShell) -> None:
     for kind in ("line", "cell"):
         ipython.magics_manager.magics[kind].pop("leakwatch", None)
     delivery.uninstall(ipython)
+    result_display.unregister(ipython)
