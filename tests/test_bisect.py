@@ -289,6 +289,35 @@ def test_a_plateaus_configuration_ends_once_its_answer_is_known_not_when_its_ver
     assert PlateauYardstick.of(base, 0.5) == PlateauYardstick(20 * MiB, 200.0, 2.0)
 
 
+def test_an_unsure_baseline_runs_on_until_its_verdict_is_confident_at_most_three_times_as_long():
+    # Every configuration is measured against the baseline: one stopped at its time while
+    # "inconclusive, run longer" ended the search with nothing bisected.
+    from leakwidget.engine.bisect import BASELINE_PATIENCE
+
+    def stopped_at(confident_from: float | None) -> float | None:
+        guard, run = ConfigGuard(4.0, patience=BASELINE_PATIENCE), _Stops()
+        guard.on_start(run)
+        for k in range(1, 200):
+            t = 0.1 * k
+            guard.on_iteration(IterationRecord(k, t, t, 0, 0, 0.0, 0, 0, -1))
+            if k % 5 == 0:  # a live verdict every half second
+                sure = confident_from is not None and t >= confident_from
+                guard.on_verdict(Verdict("leak" if sure else "inconclusive", confident=sure))
+            if run.stopped:
+                return t
+        return None
+
+    assert stopped_at(0.0) == pytest.approx(4.0)  # sure in time: at its time
+    assert stopped_at(6.0) == pytest.approx(6.1)  # sure at 6 s: the iteration after
+    assert stopped_at(None) == pytest.approx(3 * 4.0)  # never sure: three times its time
+    # The other configurations keep their cap: the baseline's slope is their yardstick.
+    guard, run = ConfigGuard(4.0, threshold=1024.0), _Stops()
+    guard.on_start(run)
+    guard.on_verdict(Verdict("inconclusive"))
+    guard.on_iteration(IterationRecord(50, 4.0, 4.0, 0, 0, 0.0, 0, 0, -1))
+    assert run.stopped == "seconds"
+
+
 _RETENTION_CHILD = r"""
 import json
 import leakwidget

@@ -14,6 +14,7 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from leakwidget.engine.spec import WatchSpec
+from leakwidget.engine.units import format_bytes
 from leakwidget.engine.watch import Watch
 from leakwidget.report.chart import SIZE, draw_chart, render_png, result_mimebundle
 from leakwidget.report.colours import KIND_COLOURS, MIB
@@ -80,7 +81,9 @@ def test_the_trend_lies_on_the_data_and_the_legend_outside_them(leak) -> None:
     (legend,) = by_gid(fig, "leakwidget-legend")
     labels = [x.get_text() for x in legend.get_texts()]
     assert {"setup", "warm-up", "RSS"} <= set(labels)
-    assert any(label.startswith("trend: leak, +256 KiB per iteration") for label in labels)
+    # The legend names the verdict and the run's own slope (about the 256 KiB kept per step).
+    assert f"trend: leak, {format_bytes(leak.verdict.slope, signed=True)} per iteration" in labels
+    assert leak.verdict.slope == pytest.approx(256 * 1024, rel=0.1)
     # Outside the data: the legend's box overlaps neither chart, and is inside the picture.
     renderer = fig.canvas.get_renderer()
     box = legend.get_window_extent(renderer)

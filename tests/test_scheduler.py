@@ -127,7 +127,9 @@ def test_stop_makes_a_run_stopping_then_idle_and_a_click_during_a_run_queues_the
 
 def test_a_bisection_is_bisecting_until_it_ends_and_stop_ends_the_search() -> None:
     view = PlainView()
-    Watch(WatchSpec(step=lambda: passthrough(grow(1)), iterations=60), [view]).run()
+    # 150 iterations: a bisection runs as many per configuration, and 60 made the baseline of
+    # a long-lived test process (refilling memory earlier tests freed) "inconclusive".
+    Watch(WatchSpec(step=lambda: passthrough(grow(1)), iterations=150), [view]).run()
     labels: list[str] = []
     on_configuration = view.scheduler.on_configuration
 

@@ -43,6 +43,9 @@ DEFAULT_SECONDS_PER_CONFIG = 30.0
 # iterations and seconds to its top does not reproduce it (a buffer that fills later with a stage
 # off fills in as many elements, at most a few times slower).
 PLATEAU_WAIT = 3.0
+# The baseline, unsure at its time, runs on until its verdict is confident, at most this many
+# times as long (a 40 KiB/iteration leak on a loaded machine was "inconclusive" at 4 s).
+BASELINE_PATIENCE = 3.0
 _CHOSEN_PER_CONFIGURATION = {"off", "serial", "toggles", "label", "step", "setup", "seconds"}
 
 
@@ -50,7 +53,10 @@ class ConfigGuard(BaseObserver):
     """Ends a configuration as soon as its answer is known.
 
     * at ``seconds`` (the per-configuration cap), keeping the watch's stop-when-confident,
-      which a WatchSpec offers only when no ``seconds`` is given;
+      which a WatchSpec offers only when no ``seconds`` is given; with ``patience`` above 1,
+      a run whose latest verdict is not yet confident goes on until it is, at most
+      ``patience`` × ``seconds`` (the baseline: every other configuration is measured against
+      it, and one called "inconclusive, run longer" ended the search with no answer);
     * once two successive live verdicts put the slope's 95% upper bound below ``threshold``
       (``slope_ratio`` × the baseline's slope): this configuration cannot reproduce the leak,
       whatever its final kind (a confident "plateau" or "stable" can take many seconds more);
@@ -68,8 +74,11 @@ class ConfigGuard(BaseObserver):
 
     def __init__(self, seconds: float, threshold: float | None = None, *,
                  python_threshold: float | None = None, min_iterations: int = 30,
-                 settle: float = 3.0, plateau: PlateauYardstick | None = None) -> None:
+                 settle: float = 3.0, plateau: PlateauYardstick | None = None,
+                 patience: float = 1.0) -> None:
         self.seconds = seconds
+        self.patience = patience
+        self._settled = False  # the latest live verdict was confident
         self.threshold = threshold
         self.python_threshold = python_threshold
         self.plateau = plateau
@@ -95,10 +104,11 @@ class ConfigGuard(BaseObserver):
             self._in_use = reading
             if self._in_use0 is None:
                 self._in_use0 = reading
-        if record.end >= self.seconds:
+        if record.end >= self.seconds * (1.0 if self._settled else self.patience):
             self._run.request_stop("seconds")
 
     def on_verdict(self, verdict: Verdict) -> None:
+        self._settled = verdict.confident
         if self.plateau is not None:
             self._judge_plateau(verdict)
             return
@@ -172,7 +182,7 @@ class PlateauYardstick(NamedTuple):
 def _guard_for(bisector: Bisector, config: Configuration, seconds: float) -> ConfigGuard:
     base = bisector.configurations[0]
     if config is base:
-        return ConfigGuard(seconds)
+        return ConfigGuard(seconds, patience=BASELINE_PATIENCE)
     if bisector.plateau:
         return ConfigGuard(seconds, plateau=PlateauYardstick.of(base, bisector.slope_ratio))
     return ConfigGuard(
@@ -206,8 +216,8 @@ async def run_bisection(
     """Find the smallest set of stages whose being on makes ``spec`` leak.
 
     Each configuration is ``spec`` with other stages off (:func:`config_spec`), run until
-    its verdict is clear, at most ``seconds_per_config`` (default: ``spec.seconds``, else 30 s),
-    or exactly ``spec.iterations`` if given. ``on_configuration(config, run)`` is called
+    its verdict is clear, at most ``seconds_per_config`` (default: ``spec.seconds``, else 30 s;
+    the baseline, while its verdict is unsure, up to three times as long), or exactly ``spec.iterations`` if given. ``on_configuration(config, run)`` is called
     before each run; ``observers`` follow every run; ``pause`` is awaited between iterations.
 
     With ``jobs``, or an isolated ``spec``, each configuration runs in its own fresh worker
@@ -269,7 +279,8 @@ def bisect(
 
     ``step``/``setup`` as for :func:`leakwidget.watch`; the pipeline must be built inside them
     so each configuration can rebuild it with other stages off. Each configuration runs until
-    its verdict is confident, at most ``seconds_per_config`` (default 30 s), or exactly
+    its verdict is confident, at most ``seconds_per_config`` (default 30 s; the baseline,
+    while its verdict is unsure, up to three times as long), or exactly
     ``iterations`` if given. ``on_configuration(config, watch)`` is called before each run
     (``config.verdict`` is filled in after it); ``observers`` are attached to every run.
     Other keyword arguments (``warmup``, ``trace``, ``lines``, ``isolate``, ``env``,
