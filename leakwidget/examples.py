@@ -11,6 +11,8 @@ state (so repeated runs are independent) and ``step(state)`` does one iteration.
 - :func:`steady` allocates and frees only.
 - :func:`allocator_retention` grows RSS with nothing live: glibc keeping freed memory. It
   returns ``(setup, step, release)``; call ``release()`` when done.
+- :func:`arena_growth` grows RSS in glibc's per-thread arenas for as long as it runs, and much
+  less with ``MALLOC_ARENA_MAX=2``: what ``leakwidget.compare`` names a fix for.
 
 ``noise`` (bytes) adds, every iteration, a numpy array of random size up to ``noise`` that is
 allocated, written and freed — the churn that makes real RSS curves hard to read.
@@ -158,6 +160,52 @@ def allocator_retention(block: int = 512, blocks: int = 4096):
             libc.free(pins.pop())
 
     return setup, step, release
+
+
+def arena_growth(threads: int = 16, block: int = 512, grow: int = 16):
+    """Allocator retention that keeps growing, as a comparison must see it: a pool of
+    ``threads`` threads (with glibc, one malloc arena each) takes turns; each turn the thread
+    allocates a burst of ``block``-byte blocks, ``grow`` more than its turn before, keeps one
+    small block (it pins the arena's top) and frees the rest. Each arena keeps the largest burst
+    its thread made, so RSS grows by about ``grow * block`` per iteration with glibc (8 KiB),
+    and by a fraction of it with ``MALLOC_ARENA_MAX=2`` (two arenas shared), while
+    what is live grows by 32 bytes an iteration. ``malloc`` is looked up in the process's global
+    scope, so a preloaded jemalloc or tcmalloc serves it. Returns ``(setup, step)``; the
+    threads wait for work as daemons and end with the process (run it in a worker).
+    """
+
+    def setup():
+        import queue
+
+        libc = ctypes.CDLL(None)  # the global scope: a preloaded allocator's malloc, not libc's own
+        libc.malloc.restype = ctypes.c_void_p
+        libc.malloc.argtypes = [ctypes.c_size_t]
+        libc.free.argtypes = [ctypes.c_void_p]
+
+        def worker(inbox: queue.Queue, done: queue.Queue) -> None:
+            turns, pins = 0, []
+            while inbox.get() is not None:
+                turns += 1
+                burst = [libc.malloc(block) for _ in range(64 + turns * grow)]
+                pins.append(libc.malloc(32))
+                for p in burst:
+                    libc.free(p)
+                done.put(turns)
+
+        pool = []
+        for _ in range(threads):
+            inbox, done = queue.Queue(), queue.Queue()
+            threading.Thread(target=worker, args=(inbox, done), daemon=True, name="leakwidget-arena").start()
+            pool.append((inbox, done))
+        return {"pool": pool, "i": 0}
+
+    def step(state):
+        inbox, done = state["pool"][state["i"] % len(state["pool"])]
+        state["i"] += 1
+        inbox.put(1)
+        done.get(timeout=30)
+
+    return setup, step
 
 
 CASES = {

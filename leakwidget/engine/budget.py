@@ -23,7 +23,9 @@ def planned_seconds(spec: WatchSpec) -> float | None:
 
 class Budget:
     """``-n`` / ``-t``, or, with neither, a verdict confident three times in a row after 10 s
-    (at most 60 s); and never an iteration that would take RSS over ``--max-rss``."""
+    (at most 60 s); with ``confident_after``, a confident verdict after at least that many
+    iterations, ``-t`` (default 60 s) the ceiling; and never an iteration that would take RSS
+    over ``--max-rss``."""
 
     def __init__(self, spec: WatchSpec, guard: MemoryGuard) -> None:
         self.spec = spec
@@ -46,10 +48,10 @@ class Budget:
             return "iterations"
         if spec.seconds is not None and elapsed >= spec.seconds:
             return "seconds"
-        if spec.iterations is None and spec.seconds is None:
-            if self._confident_streak >= CONFIDENT_STREAK:
+        if spec.iterations is None and (spec.seconds is None or spec.confident_after is not None):
+            if self._confident_streak >= CONFIDENT_STREAK and index >= (spec.confident_after or 0):
                 return "confident"
-            if elapsed >= DEFAULT_SECONDS:
+            if spec.seconds is None and elapsed >= DEFAULT_SECONDS:
                 return "seconds"
         if last_rss is not None and self._guard.before_iteration(last_rss):
             return "memory-guard"

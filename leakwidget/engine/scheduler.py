@@ -26,6 +26,7 @@ from ..stages import AS_WRITTEN, Toggles
 from .bisect import run_bisection
 from .explain import native_spec
 from .observer import Observer, RunControl
+from .result import WatchResult
 from .search import BisectResult, Configuration
 from .spec import WatchSpec
 from .watch import YieldToLoop
@@ -63,6 +64,7 @@ class Scheduler:
         self.state: ControlState = "idle"
         self.run: RunControl | None = None  # the run being shown, while it runs
         self.spec: WatchSpec | None = None  # the last run's spec (Run again starts from it)
+        self.ran = 0  # iterations the last run of the user's needed (Try the fix runs at least as many)
         self.runs = 0  # runs shown so far (they are numbered by it)
         self.task: asyncio.Task | None = None
         self._halt = False  # Stop during a search: no further configuration starts
@@ -86,9 +88,11 @@ class Scheduler:
         if self.state in ("idle", "stopping"):
             self._enter("running")
 
-    def finished(self) -> None:
-        """The run being shown ended."""
+    def finished(self, result: WatchResult | None = None) -> None:
+        """The run being shown ended (``result``: how it ended)."""
         self.run = None
+        if result is not None and self.state in ("running", "stopping"):
+            self.ran = result.iteration_count
         if self._stop_asked:
             self._stop_asked = False
             self.view.say("")  # it has stopped: the banner says so
@@ -134,7 +138,9 @@ class Scheduler:
 
     def try_fix(self, toggles: Toggles) -> None:
         """The last run's step under glibc, MALLOC_ARENA_MAX=2, jemalloc and tcmalloc, each in a
-        fresh worker (an allocator only acts on a process started with it), overlaid here."""
+        fresh worker (an allocator only acts on a process started with it), overlaid here; each
+        until its verdict is confident, at least as many iterations as the last run needed,
+        within the last run's budget (or a watch's 60 s)."""
         if self.spec is None:
             self.view.say("Run a watch first.")
             return
@@ -210,9 +216,10 @@ class Scheduler:
         self._halt = False
         self._enter("comparing")
         try:
-            result = await run_compare(spec, observers=[self.view], pause=YieldToLoop())
+            result = await run_compare(spec, observers=[self.view], pause=YieldToLoop(), at_least=self.ran)
         finally:
             self._halt = False
+            self.spec = spec  # Run again runs the user's watch, not the last variant's
             self._enter("idle")
         self.view.show_compare(result)
 

@@ -40,6 +40,7 @@ configuration's run showed reaches it as one :class:`Observed`, made from the ru
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,7 +49,7 @@ import numpy as np
 
 from ..stages import AS_WRITTEN, Stage, Toggles
 from .attribution import Attribution
-from .result import WatchResult
+from .result import WatchResult, write_whole
 from .units import format_bytes
 from .verdict import BLOCK_BYTES, MIN_POINTS, Verdict, trend
 
@@ -160,6 +161,13 @@ class BisectResult:
             "outside": self.outside, "leak": self.leak, "summary": self.summary,
             "notes": list(self.notes),
         }
+
+    def save_html(self, path: str | os.PathLike) -> None:
+        """Write the bisection as one self-contained page (its answer, every configuration it
+        ran, its notes). The file appears whole or not at all."""
+        from ..report.pages import BISECT_PAGE
+
+        write_whole(path, BISECT_PAGE.render(self))
 
     def __str__(self) -> str:
         rate = "rise" if self.plateau else "slope/iter"

@@ -22,6 +22,10 @@ class WatchSpec:
     setup: Callable | None = None
     iterations: int | None = None
     seconds: float | None = None
+    # Stop once the verdict is confident, but not before this many iterations; ``seconds`` (or
+    # the default budget) stays the ceiling. A comparison's variants run so: as long as a watch
+    # needs to be sure, at least as long as the run they are compared for.
+    confident_after: int | None = None
     warmup: int | None = None
     max_rss: int | None = None  # bytes
     toggles: Toggles = AS_WRITTEN  # what the run asks of its stages: id or kind -> on/serial/off
@@ -57,6 +61,9 @@ class WatchSpec:
             raise TypeError(f"setup must be callable or None, not {type(self.setup).__name__}")
         if self.iterations is not None and (not isinstance(self.iterations, int) or self.iterations < 1):
             raise ValueError(f"iterations must be a positive integer, not {self.iterations!r}")
+        if self.confident_after is not None and (not isinstance(self.confident_after, int)
+                                                 or self.confident_after < 0):
+            raise ValueError(f"confident_after must be a non-negative integer, not {self.confident_after!r}")
         if self.seconds is not None and not (self.seconds > 0):
             raise ValueError(f"seconds must be positive, not {self.seconds!r}")
         if self.warmup is not None and (not isinstance(self.warmup, int) or self.warmup < 0):

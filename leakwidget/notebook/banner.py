@@ -28,6 +28,9 @@ from ..engine.units import format_bytes, format_duration
 from ..engine.verdict import Verdict
 from ..engine.workers.compare import CompareResult
 from ..report.colours import KIND_COLOURS
+from ..report.comparison import ANSWER_COLOURS
+
+COLOURS = {**KIND_COLOURS, **ANSWER_COLOURS}  # a verdict's, or a comparison's answer's
 
 STOPPED: dict[StopReason, str] = {
     "iterations": "It ran the iterations it was given.",
@@ -46,9 +49,10 @@ STOPPED: dict[StopReason, str] = {
 class Banner:
     """What the banner shows: the kind (its colour), the headline, the details' paragraphs."""
 
-    kind: str  # leak | retention | plateau | stable | inconclusive | running
+    kind: str  # leak | retention | plateau | stable | inconclusive | running, or an answer's kind
     headline: str
     details: tuple[str, ...] = field(default=())
+    log: str = ""  # what worker processes wrote to stderr (a comparison's), shown as it is
 
 
 def per_hour(slope: float, seconds_per_iteration: float | None) -> str:
@@ -221,7 +225,7 @@ def bisect_banner(result: BisectResult) -> Banner:
 def banner_html(banner: Banner, *, running: bool, verdict: str = "") -> str:
     """The headline as the banner's HTML; ``data-kind`` is the shown kind, ``data-verdict`` the
     verdict's own."""
-    colour = KIND_COLOURS.get(banner.kind, KIND_COLOURS["inconclusive"])
+    colour = COLOURS.get(banner.kind, KIND_COLOURS["inconclusive"])
     return (
         f'<div class="leakwidget-verdict" data-kind="{html.escape(banner.kind)}" '
         f'data-verdict="{html.escape(verdict or banner.kind)}" data-running="{str(running).lower()}" '
@@ -231,8 +235,12 @@ def banner_html(banner: Banner, *, running: bool, verdict: str = "") -> str:
     )
 
 
-def details_html(paragraphs: Sequence[str]) -> str:
+def details_html(paragraphs: Sequence[str], log: str = "") -> str:
     body = "".join(f"<p style=\"margin:0 0 4px\">{html.escape(p)}</p>" for p in paragraphs)
+    if log.strip():
+        body += ('<p style="margin:8px 0 2px;font-weight:bold">What the workers wrote to stderr</p>'
+                 '<pre class="leakwidget-worker-log" style="max-height:240px;overflow:auto;font-size:11px;'
+                 f'background:#f6f6f6;padding:6px;margin:0;white-space:pre-wrap">{html.escape(log)}</pre>')
     return f'<div class="leakwidget-details-text" style="font-size:13px;line-height:1.45">{body}</div>'
 
 
@@ -241,8 +249,8 @@ def note_html(text: str) -> str:
 
 
 def compare_banner(result: CompareResult) -> Banner:
-    """A comparison's answer (the variant that grew least) as the headline; its table below."""
-    best = result.best
-    kind = "stable" if best is not None and best != result.variants[0].name else "inconclusive"
-    rows = str(result).split("\n")
-    return Banner(kind, result.summary, tuple(r for r in rows[1:] if r.strip()))
+    """A comparison's answer as the headline, in the answer's own colour (never a variant's
+    verdict); the details: each variant's verdict sentence, the notes, the workers' stderr. The
+    table and how to apply the fix are the dashboard's compare pane (report.comparison)."""
+    details = [f"{row['variant']}: {row['summary']}" for row in result.rows()]
+    return Banner(result.answer.kind, result.answer.headline, (*details, *result.notes), result.worker_log)

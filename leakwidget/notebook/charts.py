@@ -314,10 +314,15 @@ class Charts:
         return max(100.0, self.width - RSS_MARGIN["left"] - RSS_MARGIN["right"])
 
     # ------------------------------------------------------------------ drawing
-    def rehearse(self, data: RunData, verdict: Verdict) -> None:
-        """Compute a redraw without drawing it: the first computation imports what numpy loads
-        lazily (numpy.ma, for np.median: ~5 MiB) and sizes the allocator's bins, and that must
-        happen before a run, not inside the first one measured."""
+    def rehearse(self) -> None:
+        """Compute a redraw of a small made-up run without drawing it: the first computation
+        imports what numpy loads lazily (numpy.ma, for np.median: ~5 MiB) and sizes the
+        allocator's bins, and that must happen before a run, not inside the first one measured."""
+        data = RunData(8)
+        for i in range(24):
+            data.add_sample(i * 0.01, 1.0e8 + i)
+            data.add_iteration(i, i * 0.01, i * 0.01 + 0.01, 1.0e8 + i, 0.01)
+        verdict = Verdict("leak", slope=1.0, onset=4, iterations=24, fit=[(4.0, 1.0e8 + 4), (23.0, 1.0e8 + 23)])
         idx, dur, end, rss, _n = data.iterations.means()
         data.samples.envelope()
         data.durations.envelope()

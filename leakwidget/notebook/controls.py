@@ -1,9 +1,11 @@
-"""The dashboard's row of buttons: Stop, Run again, Bisect, Try the fix, Native call stacks.
+"""The dashboard's row of buttons: Stop, Run again, Bisect, Try the fix, Native call stacks, Save
+report.
 
 A click goes to the engine's run-control state machine
 (:class:`~leakwidget.engine.scheduler.Scheduler`), with the pipeline strip's wishes where the
 next run takes them; which buttons are offered, and live, follows that state and the last
-result. The DOM classes are the contract the browser tests rely on (docs/widget.md).
+result. Save report is the view's own (it changes no run): it saves the answer shown. The DOM
+classes are the contract the browser tests rely on (docs/widget.md).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ def _offer(button: widgets.Button, offered: bool) -> None:
 class Controls(widgets.HBox):
     """The buttons, in a row that wraps (with room for more)."""
 
-    def __init__(self, scheduler: Scheduler, wishes: Callable[[], Toggles]) -> None:
+    def __init__(self, scheduler: Scheduler, wishes: Callable[[], Toggles], save: Callable[[], object]) -> None:
         self.stop_button = _button("Stop", "stop", "stop", style="danger")
         self.run_again_button = _button("Run again", "repeat", "run-again", "Run the step again, with "
                                         "the pipeline strip's on / serial / off choices")
@@ -53,8 +55,11 @@ class Controls(widgets.HBox):
             "Native call stacks", "sitemap", "native", "Run the step again with memray tracing a window "
             "of iterations, to see the C/C++ and Python call stacks of the memory allocated and not "
             "freed", offered=False)
+        # The answer shown (a watch's, a bisection's, a comparison's) as one self-contained page.
+        self.save_button = _button("Save report", "download", "save", "Save the answer shown as one "
+                                   "self-contained HTML page in the notebook's folder")
         super().__init__([self.stop_button, self.run_again_button, self.bisect_button, self.try_fix_button,
-                          self.native_button], layout=widgets.Layout(flex_flow="row wrap"),
+                          self.native_button, self.save_button], layout=widgets.Layout(flex_flow="row wrap"),
                          _dom_classes=["leakwidget-controls"])
         self.scheduler = scheduler
         self.stop_button.on_click(lambda _b: scheduler.stop())
@@ -62,6 +67,7 @@ class Controls(widgets.HBox):
         self.bisect_button.on_click(lambda _b: scheduler.bisect(wishes()))
         self.try_fix_button.on_click(lambda _b: scheduler.try_fix(wishes()))
         self.native_button.on_click(lambda _b: scheduler.native_stacks(wishes()))
+        self.save_button.on_click(lambda _b: save())
 
     def started(self) -> None:
         self.stop_button.disabled = False
@@ -75,6 +81,7 @@ class Controls(widgets.HBox):
                and att.native_window is None)
         self.stop_button.disabled = True
         self.run_again_button.disabled = False
+        self.save_button.disabled = False
 
     def offer_bisect(self, toggleable: bool) -> None:
         """Bisect is offered when a stage can be switched off, and rests while a search runs."""

@@ -57,6 +57,7 @@ from .banner import (
 )
 from .charts import Charts, RunData, RunSeries
 from .controls import Controls
+from .outcome import Outcome
 from .strip import PipelineStrip
 
 __all__ = ["Dashboard", "show_dashboard"]
@@ -89,12 +90,13 @@ class Dashboard(widgets.VBox, BaseObserver):
         self.legend = self.charts.legend
         self.strip = PipelineStrip()
         self.scheduler = Scheduler(self)  # what the buttons do; this is its view
-        self.controls = Controls(self.scheduler, self.strip.toggles)
+        self.outcome = Outcome()  # the last answer shown (Save report), a comparison's pane
+        self.controls = Controls(self.scheduler, self.strip.toggles, self.save_report)
         c = self.controls
         self.stop_button, self.run_again_button, self.bisect_button = c.stop_button, c.run_again_button, c.bisect_button
-        self.try_fix_button, self.native_button = c.try_fix_button, c.native_button
-        self.children = [self.banner, self.details, self.note, self.controls, self.rss_chart, self.legend,
-                         self.duration_chart]
+        self.try_fix_button, self.native_button, self.save_button = c.try_fix_button, c.native_button, c.save_button
+        self.children = [self.banner, self.outcome.pane, self.details, self.note, self.controls, self.rss_chart,
+                         self.legend, self.duration_chart]
         self.strip.observe(self._on_states_change, names="states")
         self.last_result: WatchResult | None = None
         self.last_bisect: BisectResult | None = None
@@ -107,7 +109,9 @@ class Dashboard(widgets.VBox, BaseObserver):
         self._stages: list[Stage] = []
         self._last_draw = -np.inf
         self._report: Any = None  # the display handle of the text report under the dashboard
-        self._rehearse()
+        # Drawn once, off the record, before any run: what a first redraw imports and allocates
+        # for the first time must not land inside the run it draws.
+        self.charts.rehearse()
 
     @property
     def series(self) -> list[RunSeries]:
@@ -116,16 +120,6 @@ class Dashboard(widgets.VBox, BaseObserver):
     @property
     def duration_flagged(self) -> bool:
         return self.charts.duration_flagged
-
-    def _rehearse(self) -> None:
-        """Draw once, off the record, before any run: what a first redraw imports (numpy.ma, for
-        np.median) and allocates for the first time must not land inside the run it draws."""
-        data = RunData(8)
-        for i in range(24):
-            data.add_sample(i * 0.01, 1.0e8 + i)
-            data.add_iteration(i, i * 0.01, i * 0.01 + 0.01, 1.0e8 + i, 0.01)
-        self.charts.rehearse(data, Verdict("leak", slope=1.0, onset=4, iterations=24,
-                                           fit=[(4.0, 1.0e8 + 4), (23.0, 1.0e8 + 23)]))
 
     # ------------------------------------------------------------------ display
     def _repr_mimebundle_(self, **kwargs: Any) -> dict | None:
@@ -165,6 +159,7 @@ class Dashboard(widgets.VBox, BaseObserver):
             with self._data_lock:
                 self._data.clear()
             self._current = self.charts.new_series(label)
+            self.outcome.hide_pane()
             self._verdict = Verdict("inconclusive")
             self._last_draw = -np.inf
             self.controls.started()
@@ -213,10 +208,11 @@ class Dashboard(widgets.VBox, BaseObserver):
             self._guarded(lambda: self._draw_full(result))
             self._show_stages(prune_wishes=True)
             self.last_result = result
+            self.outcome.show(result)
             self.controls.finished(result)
             if self._report is not None:
                 self._guarded(lambda: self.show_report(result))
-            self.scheduler.finished()
+            self.scheduler.finished(result)
 
     # ------------------------------------------------------------------ drawing
     def _guarded(self, draw: Callable[[], None]) -> None:
@@ -250,7 +246,7 @@ class Dashboard(widgets.VBox, BaseObserver):
         value = banner_html(banner, running=running, verdict=verdict)
         if value != self.banner.value:
             self.banner.value = value
-        details = details_html(banner.details)
+        details = details_html(banner.details, banner.log)
         if details != self._details_text.value:
             self._details_text.value = details
 
@@ -302,15 +298,31 @@ class Dashboard(widgets.VBox, BaseObserver):
             self._set_banner(bisect_banner(result), running=False, verdict=verdict)
             self.note.value = ""
             self.last_bisect = result
+            self.outcome.show(result)
 
     def show_compare(self, result: CompareResult) -> None:
-        """A comparison's answer (the variant that grew least) as the headline; its table in the
-        details. Each variant's run was overlaid as its own series while it ran."""
+        """A comparison's answer as the headline, in its own colour (never the last variant's
+        verdict); under it why, how to apply the fix and the table; each variant's verdict and
+        the workers' stderr in the details. Each variant was drawn as its own series."""
         with self._lock:
             banner = compare_banner(result)
             self._set_banner(banner, running=False, verdict=banner.kind)
             self.note.value = ""
             self.last_compare = result
+            self.outcome.show(result)
+            if self._report is not None:  # the text under the dashboard: this answer, not a variant's
+                self._report.update({"text/plain": result.summary}, raw=True)
+
+    def save_report(self, path: str | None = None) -> str | None:
+        """Save report: the answer shown (a watch's, a bisection's or a comparison's) as one page;
+        the note says the file's name. Returns its path (None: nothing saved, the note says why)."""
+        try:
+            saved = self.outcome.save(path)
+        except (LookupError, OSError) as exc:
+            self.say(f"The report was not saved: {exc}")
+            return None
+        self.say(f"Saved the report: {saved}")
+        return saved
 
 
 def report_text(banner: Banner, *, lines: int | None = None) -> str:

@@ -328,12 +328,17 @@ class CellRun:
             self.dashboard.show_report(result)
 
     def _report_compare(self, result: CompareResult) -> None:
+        if self.dashboard is not None:
+            self.dashboard.show_compare(result)  # the answer is the headline, not the last variant's
         self._store(result)
         if self.args.quiet:
             return
         from IPython.display import display
 
-        display(result)  # the table and the overlaid chart
+        if self.dashboard is None:
+            display(result)  # the answer, the table and the overlaid chart
+        else:  # under the dashboard, for viewers without widgets: the answer
+            display({"text/plain": result.summary}, raw=True)
 
     def _report_bisect(self, result: BisectResult) -> None:
         if self.dashboard is not None:

@@ -46,11 +46,12 @@ from ..verdict import Verdict
 from ..watch import Pause, Watch, YieldToLoop, verdict_of
 from .channel import Receiver, Sender
 from .hub import Hub
+from .log import WorkerLog
 from .sequence import Elsewhere
 from .worker import PROGRESS_BYTES, RING, ROW, Header, Job
 
-__all__ = ["IsolatedRun", "IsolationError", "WorkerDied", "allocator_library", "run_isolated",
-           "run_watch"]
+__all__ = ["IsolatedRun", "IsolationError", "WorkerDied", "allocator_library", "allocator_package",
+           "run_isolated", "run_watch"]
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
 # Not "-m leakwidget.engine.workers.worker": importing the package imports that module first, and runpy
@@ -98,6 +99,11 @@ def allocator_library(name: str | None) -> str | None:
         f"allocator {name!r} needs {soname}, which is not installed (looked in "
         f"{', '.join(dict.fromkeys(folders))}); on Debian/Ubuntu: apt-get install "
         f"{_ALLOCATOR_PACKAGES[name]} (scripts/install-system.sh installs it)")
+
+
+def allocator_package(name: str | None) -> str | None:
+    """The Debian package that installs allocator ``name`` (None for glibc's own)."""
+    return _ALLOCATOR_PACKAGES.get(name or "glibc")
 
 
 def worker_environment(spec: WatchSpec) -> tuple[dict[str, str], str | None]:
@@ -154,7 +160,7 @@ class WorkerProcess:
     this process's own does, as it would for a watch in this process.
     """
 
-    def __init__(self, run: IsolatedRun, hub: Hub, env: dict[str, str]) -> None:
+    def __init__(self, run: IsolatedRun, hub: Hub, env: dict[str, str], log: WorkerLog | None = None) -> None:
         events_r, events_w = os.pipe()
         control_r, control_w = os.pipe()
         out_r, out_w = os.pipe()
@@ -171,6 +177,8 @@ class WorkerProcess:
                 [sys.executable, "-c", _WORKER_MAIN, *map(str, theirs), str(self._progress.fd)],
                 stdin=control_r, pass_fds=(*theirs, *self._progress.fds),
                 env={**env, TOKEN_ENV: self.token}, cwd=os.getcwd(), start_new_session=True,
+                # A kept log takes what its C libraries write to stderr too (TensorFlow's log).
+                stderr=err_w if log is not None else None,
             )
         except BaseException:
             for fd in (events_r, control_w, out_r, err_r):
@@ -187,7 +195,8 @@ class WorkerProcess:
         self._threads = [
             threading.Thread(target=self._read, args=(run, hub), name="leakwidget-worker-events", daemon=True),
             threading.Thread(target=_relay, args=(out_r, "stdout"), daemon=True),
-            threading.Thread(target=_relay, args=(err_r, "stderr"), daemon=True),
+            threading.Thread(target=_relay, args=(err_r, "stderr"), daemon=True) if log is None
+            else threading.Thread(target=log.read_from, args=(err_r,), daemon=True),
         ]
         for t in self._threads:
             t.start()
@@ -415,8 +424,10 @@ class IsolatedRun(Elsewhere):
 
     def __init__(self, spec: WatchSpec, observers: Sequence[Observer] = (), *, hub: Hub | None = None,
                  attribute: bool = True, census: bool | None = None,
-                 yields_to_loop: bool = False) -> None:
+                 yields_to_loop: bool = False, keep_stderr: bool = False) -> None:
         self.spec = spec
+        # The worker's stderr, kept instead of printed (a comparison's workers): see log.py.
+        self.stderr: WorkerLog | None = WorkerLog() if keep_stderr else None
         self.observers = list(observers)
         self.hub = hub if hub is not None else Hub()
         self.yields_to_loop = yields_to_loop
@@ -465,7 +476,7 @@ class IsolatedRun(Elsewhere):
         # SIGINT waits (blocked) until the worker is ours; the worker unblocks it for itself.
         old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
-            self.worker = WorkerProcess(self, self.hub, env)
+            self.worker = WorkerProcess(self, self.hub, env, self.stderr)
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
         self.pid = self.worker.pid
