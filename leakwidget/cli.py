@@ -1,6 +1,7 @@
 """``leakwidget``: watch a program's memory from the command line.
 
     leakwidget run [options] -- PROGRAM ARGS...   run PROGRAM and watch its process tree
+    leakwidget run --allocator jemalloc -- ...    ... with jemalloc (or tcmalloc) preloaded
     leakwidget attach PID [options]               watch a process that is already running
     leakwidget report RESULT.json --html OUT.html render a saved result as a page
 
@@ -44,7 +45,7 @@ from .engine import sampler
 from .engine.arguments import non_negative_int, positive_float, positive_int, size
 from .engine.children import adopt_orphans, end_descendants
 from .engine.environment import environment, process_variables
-from .engine.kinds import StopReason, VerdictKind
+from .engine.kinds import ALLOCATORS, StopReason, VerdictKind
 from .engine.records import RecordLog
 from .engine.result import WatchResult, write_whole, written_in_place
 from .engine.sources import ProcessTree, kernel_thread
@@ -374,6 +375,9 @@ def _start(args: argparse.Namespace, command: list[str] | None, counter: MarkCou
             raise BadInput(f"not allowed to read process {args.pid} (it belongs to another user)") from None
         return Program(args.pid, command, handle=handle, variables=process_variables(args.pid))
     env = dict(os.environ, **{MARKS_ENV: counter.path})
+    library = _allocator_library(args.allocator)
+    if library is not None:  # before the program starts: the only time a preload acts
+        env["LD_PRELOAD"] = " ".join(filter(None, [library, env.get("LD_PRELOAD")]))
     streams = {} if output is None else {"stdout": output.slave, "stderr": output.slave}
     # What the program leaves behind (a daemon's double fork, `cmd &` in a script that exits)
     # becomes leakwidget's child, not init's: watched with the rest, and stopped with it.
@@ -552,6 +556,8 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Run PROGRAM and watch the memory of its process tree until it "
                                      "ends (or --seconds / --iterations, then it is stopped).")
     _watch_options(run)
+    run.add_argument("--allocator", choices=ALLOCATORS,
+                     help="the program's malloc: glibc, or jemalloc / tcmalloc preloaded (LD_PRELOAD)")
     run.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM ARGS",
                      help="the program and its arguments, after --")
     attach = sub.add_parser("attach", help="watch a process that is already running",
@@ -630,6 +636,16 @@ def _check_writable(path: str, option: str) -> None:
         raise BadInput(f"cannot write {option} {path}: {_reason(exc)}") from None
     os.close(fd)
     os.unlink(probe)
+
+
+def _allocator_library(name: str | None) -> str | None:
+    """The library to preload for ``--allocator`` (None: glibc's own); a missing one is bad input."""
+    from .engine.workers.isolate import IsolationError, allocator_library
+
+    try:
+        return allocator_library(name)
+    except IsolationError as exc:
+        raise BadInput(str(exc)) from None
 
 
 def _label(args: argparse.Namespace, command: list[str] | None) -> str:

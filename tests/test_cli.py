@@ -104,6 +104,19 @@ def test_a_steady_program_exits_0(programs: Path) -> None:
     assert "leakwidget: Stable" in p.stderr or "leakwidget: Plateau" in p.stderr
 
 
+def test_run_with_an_allocator_starts_the_program_with_it_preloaded(tmp_path: Path) -> None:
+    # What a comparison's answer tells the user to run: the program gets jemalloc before Python
+    # starts, and the saved result says which malloc it ran with.
+    probe = "print('jemalloc mapped:', any('libjemalloc' in line for line in open('/proc/self/maps')))"
+    out = tmp_path / "r.json"
+    p = leakwidget("run", "--allocator", "jemalloc", "--interval", "0.1", "--seconds", "1", "--json", str(out),
+                   "--", sys.executable, "-c", f"import time; {probe}; time.sleep(3)")
+    assert "jemalloc mapped: True" in p.stdout, (p.stdout, p.stderr)
+    assert json.loads(out.read_text())["environment"]["allocator"] == "jemalloc"
+    bad = leakwidget("run", "--allocator", "mimalloc", "--", sys.executable, "-c", "pass")
+    assert bad.returncode == 4 and "invalid choice: 'mimalloc'" in bad.stderr
+
+
 def test_a_program_that_exits_early_ends_the_watch_with_its_partial_verdict(programs: Path) -> None:
     t0 = time.monotonic()
     p = leakwidget("run", "--interval", "0.1", "--seconds", "60", "--json", str(programs / "r.json"),
