@@ -65,14 +65,18 @@ __all__ = ["Dashboard", "show_dashboard"]
 PUBLISHER_DRAWS_AFTER = 1.5  # refresh intervals without a redraw before the sampler's thread draws
 
 
+def _check(max_points: int, refresh_interval: float) -> None:
+    if max_points < 8:
+        raise ValueError(f"max_points must be at least 8, got {max_points}")
+    if not refresh_interval > 0:
+        raise ValueError(f"refresh_interval must be positive, got {refresh_interval}")
+
+
 class Dashboard(widgets.VBox, BaseObserver):
     """Live view of a watch, and the controls to steer the hunt."""
 
     def __init__(self, *, max_points: int = 2000, refresh_interval: float = 1.0, **kwargs: Any) -> None:
-        if max_points < 8:
-            raise ValueError(f"max_points must be at least 8, got {max_points}")
-        if not refresh_interval > 0:
-            raise ValueError(f"refresh_interval must be positive, got {refresh_interval}")
+        _check(max_points, refresh_interval)
         kwargs.setdefault("_dom_classes", ["leakwidget-dashboard"])
         super().__init__(**kwargs)
         self.max_points = int(max_points)
@@ -300,13 +304,14 @@ class Dashboard(widgets.VBox, BaseObserver):
             self.last_bisect = result
             self.outcome.show(result)
 
-    def show_compare(self, result: CompareResult) -> None:
-        """A comparison's answer as the headline, in its own colour (never the last variant's
-        verdict); under it why, how to apply the fix and the table; each variant's verdict and
-        the workers' stderr in the details. Each variant was drawn as its own series."""
+    def show_compare(self, result: CompareResult, restore: WatchSpec | None = None) -> None:
+        """A comparison's answer as the headline in its own colour, never the last variant's
+        verdict (the pane and the details: report.comparison, banner.compare_banner); the
+        buttons and Run again are the user's watch's again (``restore``: its spec)."""
         with self._lock:
-            banner = compare_banner(result)
-            self._set_banner(banner, running=False, verdict=banner.kind)
+            self.scheduler.spec = restore or self.scheduler.spec
+            self.controls.finished(result.results[result.baseline])
+            self._set_banner(compare_banner(result), running=False)
             self.note.value = ""
             self.last_compare = result
             self.outcome.show(result)
@@ -314,15 +319,8 @@ class Dashboard(widgets.VBox, BaseObserver):
                 self._report.update({"text/plain": result.summary}, raw=True)
 
     def save_report(self, path: str | None = None) -> str | None:
-        """Save report: the answer shown (a watch's, a bisection's or a comparison's) as one page;
-        the note says the file's name. Returns its path (None: nothing saved, the note says why)."""
-        try:
-            saved = self.outcome.save(path)
-        except (LookupError, OSError) as exc:
-            self.say(f"The report was not saved: {exc}")
-            return None
-        self.say(f"Saved the report: {saved}")
-        return saved
+        """Save report: the answer shown as one page; the note says its file (see outcome.py)."""
+        return self.outcome.save(path, self.say)
 
 
 def report_text(banner: Banner, *, lines: int | None = None) -> str:

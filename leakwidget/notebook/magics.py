@@ -329,7 +329,8 @@ class CellRun:
 
     def _report_compare(self, result: CompareResult) -> None:
         if self.dashboard is not None:
-            self.dashboard.show_compare(result)  # the answer is the headline, not the last variant's
+            # The answer is the headline, not the last variant's verdict; Run again runs the cell.
+            self.dashboard.show_compare(result, restore=self.spec)
         self._store(result)
         if self.args.quiet:
             return

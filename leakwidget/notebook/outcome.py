@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+from collections.abc import Callable
 from typing import Protocol
 
 import ipywidgets as widgets
@@ -35,7 +36,8 @@ class Outcome:
     """The last answer shown, and the comparison's pane (hidden unless a comparison is shown)."""
 
     def __init__(self) -> None:
-        self.pane = widgets.HTML("", layout=widgets.Layout(display="none"),
+        # Scrolls rather than spill over the charts should a table be wider than the dashboard.
+        self.pane = widgets.HTML("", layout=widgets.Layout(display="none", overflow="auto"),
                                  _dom_classes=["leakwidget-compare-pane"])
         self.shown: WatchResult | BisectResult | CompareResult | None = None
 
@@ -51,12 +53,17 @@ class Outcome:
         """A new run began: the pane described the comparison before it."""
         self.pane.layout.display = "none"
 
-    def save(self, path: str | None = None) -> str:
-        """Write the shown answer's page to ``path`` (default: a new name in the working folder);
-        its absolute path. Raises LookupError when nothing was shown, OSError when it cannot
-        be written."""
+    def save(self, path: str | None = None, say: Callable[[str], None] = print) -> str | None:
+        """Write the shown answer's page to ``path`` (default: a new name in the working folder)
+        and ``say`` where; its absolute path, or None (said why) when nothing was saved."""
         if self.shown is None:
-            raise LookupError("nothing to save yet: run a watch first")
+            say("Nothing to save yet: run a watch first.")
+            return None
         path = os.path.abspath(path or report_name(self.shown))
-        self.shown.save_html(path)
+        try:
+            self.shown.save_html(path)
+        except OSError as exc:
+            say(f"The report was not saved: {exc}")
+            return None
+        say(f"Saved the report: {path}")
         return path

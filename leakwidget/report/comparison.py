@@ -11,6 +11,7 @@ columns line up at any width. The chart is :mod:`.compare`'s, whatever picture i
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any, Protocol
@@ -96,8 +97,10 @@ def compare_text(result: Comparison) -> str:
 
 # ------------------------------------------------------------------------------ HTML
 
-_CELL = "padding:3px 10px;border-bottom:1px solid #ddd;vertical-align:top;text-align:left"
-_NUM = _CELL.replace("text-align:left", "text-align:right") + ";white-space:nowrap;font-variant-numeric:tabular-nums"
+# Cells wrap (a dashboard beside JupyterLab's sidebar is ~460 px wide at 900 px); figures do not.
+_CELL = "padding:2px 3px;border-bottom:1px solid #ddd;vertical-align:top;text-align:left"
+_NUM = _CELL.replace("text-align:left", "text-align:right") + ";font-variant-numeric:tabular-nums"
+_FIGURE = "white-space:nowrap"
 
 
 def answer_box(result: Comparison) -> str:
@@ -113,24 +116,28 @@ def table_html(result: Comparison) -> str:
     head = ["variant", "verdict", f"growth over {horizon:,} iterations" if horizon else "growth",
             "slope / iteration", "final RSS", "attribution", "status"]
     numeric = {2, 3, 4}
-    th = "".join(f'<th style="{_NUM if i in numeric else _CELL};background:#f4f4f4">{escape(h)}</th>'
+    th = "".join(f'<th style="{_NUM if i in numeric else _CELL};background:#f4f4f4;font-size:11px">{escape(h)}</th>'
                  for i, h in enumerate(head))
     body = []
     for row in result.rows():
         cells = list(_cells(row))
         tds = []
         for i, text in enumerate(cells):
-            inner = escape(text)
+            inner = f'<span style="{_FIGURE}">{escape(text)}</span>' if i in numeric else escape(text)
+            if i == 0:  # a long name breaks after _ and = rather than widen the table
+                inner = re.sub(r"([_=])", r"\1<wbr>", inner)
             if i == 1:
-                inner = f'<span style="color:{KIND_COLOURS.get(text, "#333")};font-weight:bold">{inner}</span>'
+                inner = f'<span style="color:{KIND_COLOURS.get(text, "#333")}">{inner}</span>'
             if i == 2 and _interval(row):
-                inner += f'<br><span style="color:#666;font-size:11px">{escape(_interval(row))}</span>'
+                low_high = format_range(row["growth_low"], row["growth_high"])
+                inner += (f'<br><span style="color:#666;font-size:10px">95%: '
+                          f'<span style="{_FIGURE}">{escape(low_high)}</span></span>')
             if i == 0 and row["best"]:
-                inner = f"<b>{inner}</b> \u2714"
+                inner = f'{inner} <span title="the fix">\u2714</span>'
             tds.append(f'<td style="{_NUM if i in numeric else _CELL}">{inner}</td>')
         body.append(f'<tr data-variant="{escape(row["variant"])}" data-status="{escape(row["status"])}" '
                     f'data-best="{str(row["best"]).lower()}">{"".join(tds)}</tr>')
-    return ('<table class="leakwidget-compare-table" style="border-collapse:collapse;font-size:13px;'
+    return ('<table class="leakwidget-compare-table" style="border-collapse:collapse;font-size:12px;'
             f'width:100%;margin:6px 0"><thead><tr>{th}</tr></thead><tbody>{"".join(body)}</tbody></table>')
 
 
@@ -138,8 +145,8 @@ def _apply_html(result: Comparison) -> str:
     apply = result.how_to_apply()
     if not apply:
         return ""
-    rows = "".join(f'<tr><td style="{_CELL};white-space:nowrap">{escape(where)}</td>'
-                   f'<td style="{_CELL}"><code style="white-space:pre-wrap">{escape(command)}</code></td></tr>'
+    rows = "".join(f'<tr><td style="{_CELL}">{escape(where)}</td>'
+                   f'<td style="{_CELL}"><code style="white-space:pre-wrap;overflow-wrap:anywhere">{escape(command)}</code></td></tr>'
                    for where, command in apply)
     return ('<div class="leakwidget-apply"><div style="font-weight:bold;margin:6px 0 2px">How to apply it'
             f'</div><table style="border-collapse:collapse;font-size:13px">{rows}</table>'

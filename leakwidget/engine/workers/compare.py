@@ -104,10 +104,10 @@ class CompareResult:
     def answer(self) -> Answer:
         """Which variant, if any, is the fix, and why (see :mod:`.fix`)."""
         return decide([(v.name, r) for v, r in zip(self.variants, self.results, strict=True)],
-                      self._baseline)
+                      self.baseline)
 
     @property
-    def _baseline(self) -> int:
+    def baseline(self) -> int:
         """glibc as it is (no variables, no preload) is what the others must beat; else the first."""
         return next((i for i, v in enumerate(self.variants) if v.allocator == "glibc" and not v.env), 0)
 

@@ -1,0 +1,85 @@
+"""``%%leakwatch --compare-allocators`` in a real JupyterLab: the headline is the comparison's
+answer in its own colour (not the last variant's verdict), the table under it is a real table
+whose columns line up at 900 px and at 1400 px, and Save report writes the page and says where.
+
+The step reproduces glibc's per-thread arena retention (``leakwidget.examples.arena_growth``),
+so the answer names a fix; four workers of at most 6 s, two at a time: ~30 s a width.
+"""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(240)]
+
+STEP = "from leakwidget import examples\nsetup, step = examples.arena_growth()"
+COMPARE = "%%leakwatch --compare-allocators -t 6 --jobs 2 -o cmp state = setup()\nstep(state)"
+
+
+def _boxes(locator) -> list[dict]:
+    return locator.evaluate_all("els => els.map(e => { const r = e.getBoundingClientRect();"
+                                " return {x: r.x, right: r.right, y: r.y, bottom: r.bottom}; })")
+
+
+@pytest.mark.parametrize("width", [1400, 900])
+def test_the_comparisons_answer_is_the_headline_above_an_aligned_table(open_notebook, screenshots, width):
+    nb = open_notebook(f"compare{width}.ipynb", ["%load_ext leakwidget", STEP, COMPARE,
+                                                 "print('best:', cmp.best)"], width=width)
+    for i in (0, 1):
+        nb.run_cell(i)
+        nb.wait_cell_done(i)
+    nb.run_cell(2)
+    nb.wait_cell_done(2, timeout_ms=180_000)
+    nb.run_cell(3)
+    nb.wait_cell_done(3)
+    best = nb.output_text(3).strip().removeprefix("best: ")
+    cell = nb.cell(2)
+
+    # The headline: the answer, in the answer's colour, never a variant's red "Leak".
+    banner = cell.locator(".leakwidget-banner [data-kind]")
+    expect(banner).to_have_attribute("data-kind", "fix")
+    headline = cell.locator(".leakwidget-headline").inner_text().strip()
+    assert headline.startswith(f"Fix: {best} keeps memory down"), headline
+    colour = banner.evaluate("e => getComputedStyle(e).backgroundColor")
+    assert colour == "rgb(0, 105, 92)", colour  # report.comparison.ANSWER_COLOURS["fix"]
+
+    # Under it: why, how to apply it, and the table — visible, above the chart, not behind it.
+    pane = cell.locator(".leakwidget-compare-pane")
+    expect(pane).to_be_visible()
+    expect(pane).to_contain_text("How to apply it")
+    expect(pane).to_contain_text("before Python starts")
+    table = pane.locator("table.leakwidget-compare-table")
+    expect(table.locator("tbody tr")).to_have_count(4)
+    expect(table.locator(f'tr[data-variant="{best}"][data-best="true"]')).to_have_count(1)
+    (tbox,) = _boxes(table)
+    (chart,) = _boxes(cell.locator(".leakwidget-rss-chart"))
+    assert tbox["bottom"] <= chart["y"], (tbox, chart)
+    (pbox,) = _boxes(pane)
+    assert tbox["right"] <= pbox["right"] + 1, ("the table must fit the dashboard's width", pane.evaluate(
+        "p => [...p.querySelectorAll('th')].map(e => Math.round(e.getBoundingClientRect().width))"))
+    # Every column lines up: each cell starts where its header does.
+    heads = _boxes(table.locator("thead th"))
+    assert len(heads) == 7
+    for row in table.locator("tbody tr").all():
+        cells = _boxes(row.locator("td"))
+        assert [round(c["x"]) for c in cells] == [round(h["x"]) for h in heads]
+    # Under the dashboard, for viewers without widgets: the same answer, and no worker's stderr.
+    text = nb.output_text(2)
+    assert headline in text and "WARNING" not in text
+
+    # Tall enough to hold the whole dashboard (JupyterLab scrolls inside its own panel).
+    nb.page.set_viewport_size({"width": width, "height": 2000})
+    cell.locator(".leakwidget-dashboard").screenshot(path=str(screenshots / f"compare-{width}.png"))
+    # The buttons are the user's watch's again, not the last variant's (tcmalloc's "native").
+    expect(cell.locator(".leakwidget-native")).to_be_hidden()
+
+    # Save report: the comparison's page, and the note says its file's name.
+    save = cell.locator(".leakwidget-save")
+    expect(save).to_be_enabled()
+    save.click()
+    note = cell.locator(".leakwidget-note")
+    expect(note).to_contain_text("Saved the report:")
+    name = note.inner_text().split("Saved the report:")[1].strip()
+    page = (nb.server.root_dir / name.rsplit("/", 1)[-1]).read_text()
+    assert headline in page and "leakwidget-compare-table" in page
