@@ -2,7 +2,8 @@
 
 Each notebook's markdown promises outcomes in bold right after a ``%%leakwatch ... -o NAME``
 cell: ``**Verdict: leak**``, ``**Verdict: not leak**``, ``**Attribution: allocator**``,
-``**Culprit: map**``. These tests execute the notebook headlessly through a real kernel
+``**Culprit: map**``, and for a comparison ``**Answer: fix**`` (its answer's kind) and
+``**Best: not glibc**`` (a variant other than glibc is named; ``**Best: none**``: none is). These tests execute the notebook headlessly through a real kernel
 (nbclient), read the named results back from that kernel, and check every promise. The
 quickstart and the pitfalls notebook are committed without outputs; the allocators notebook and
 the course (``notebooks/course/``, one lesson per source document) are committed with theirs, so
@@ -50,10 +51,11 @@ def notebook_id(path: Path) -> str:
     return path.relative_to(NOTEBOOKS).with_suffix("").as_posix()
 
 
-PROMISE = re.compile(r"\*\*(Verdict|Attribution|Culprit|Best): (not )?([a-z_]+(?: alone)?)\*\*")
+PROMISE = re.compile(r"\*\*(Verdict|Attribution|Culprit|Best|Answer): (not )?([a-z_-]+(?: alone)?)\*\*")
 KINDS = {
     "verdict": {"leak", "plateau", "stable", "inconclusive"},
     "attribution": {"python", "native", "allocator", "none"},
+    "answer": {"fix", "nothing-to-fix", "no-variant-helps", "no-answer"},
 }
 MIN_ITERATIONS = 50  # every watch in the notebooks runs hundreds of iterations when healthy
 PROBE_TAG = "LEAKWIDGET-PROBE "
@@ -74,9 +76,10 @@ def _leakwidget_probe(obj):
     if attribution is not None:
         out["attribution"] = attribution.kind
         out["attribution_summary"] = attribution.summary
-    best = getattr(obj, "best", None)  # a comparison's variant that grew least
-    if isinstance(best, str):
-        out["best"] = best
+    if hasattr(obj, "answer"):  # a comparison: its answer, and the variant it names ("none")
+        out["answer"] = obj.answer.kind
+        out["best"] = obj.best or "none"
+        out["summary"] = obj.summary
     culprits = getattr(obj, "culprits", None)
     if culprits is not None:
         out["culprit"] = [stage.kind for stage in culprits]
@@ -186,9 +189,12 @@ def check(promised: list[Promise], probed: dict) -> list[str]:
                 holds = got == [p.value.removesuffix(" alone")]
             else:
                 holds = p.value in got
+        elif p.what == "best" and p.negated:
+            # **Best: not glibc**: a variant is named, and it is not glibc ("none" is no best).
+            holds = got not in ("none", p.value)
         else:
             holds = got == p.value
-        if p.negated:
+        if p.negated and p.what != "best":
             holds = not holds
         if not holds:
             detail = probed[p.result].get(f"{p.what}_summary") or probed[p.result].get(
@@ -355,6 +361,11 @@ def test_promises_are_checked_against_results():
         nbformat.v4.new_code_cell("%%leakwatch --bisect -o d\nx"),
         nbformat.v4.new_markdown_cell("**Culprit: not map alone**"),
     ]))] == ["map alone"]
+    # A comparison: "not glibc" needs a variant named; "none" that none is.
+    best = [Promise("e", "best", "glibc", True, 5), Promise("e", "answer", "fix", False, 5)]
+    assert check(best, {"e": {"best": "jemalloc", "answer": "fix"}}) == []
+    assert len(check(best, {"e": {"best": "none", "answer": "no-variant-helps"}})) == 2
+    assert check([Promise("f", "best", "none", False, 6)], {"f": {"best": "none"}}) == []
     # "not leak" from a run that never finished an iteration is no evidence.
     assert check(
         [Promise("b", "verdict", "leak", True, 2)],

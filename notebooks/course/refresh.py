@@ -8,6 +8,7 @@ still say so is not written.
 
     python notebooks/course/refresh.py                 # every lesson
     python notebooks/course/refresh.py 03_native_leak  # one
+    python notebooks/course/refresh.py notebooks/allocators.ipynb
 """
 
 from __future__ import annotations
@@ -71,7 +72,10 @@ def main(names: list[str]) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     paths = sorted(HERE.glob("*.ipynb"))
     if names:
+        # A lesson's name, or the path of another notebook committed with its outputs
+        # (notebooks/allocators.ipynb).
         paths = [p for p in paths if p.stem in names or p.name in names]
+        paths += [Path(n).resolve() for n in names if n.endswith(".ipynb") and Path(n).is_file()]
     for path in paths:
         print(f"{path.name}: {refresh(path):.0f} s", flush=True)
 
