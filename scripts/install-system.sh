@@ -11,7 +11,9 @@ set -euo pipefail
 # Fonts: without them the screenshots in docs/screenshots/ show boxes for text.
 # jemalloc and tcmalloc: isolated watches preload them (--allocator, --compare-allocators).
 # gcc: tests/test_native.py builds a tiny leaking C library.
-packages=(chromium fonts-liberation fonts-dejavu-core libjemalloc2 libtcmalloc-minimal4 gcc)
+# stress-ng: a CPU hog beside a test that must hold on a busy machine (the allocators notebook's
+# promises: `stress-ng --cpu 2` while tests/test_notebooks.py runs it).
+packages=(chromium fonts-liberation fonts-dejavu-core libjemalloc2 libtcmalloc-minimal4 gcc stress-ng)
 # Node.js runs the strip's JS tests (js/tests/); any node on PATH will do.
 command -v node >/dev/null 2>&1 || packages+=(nodejs)
 

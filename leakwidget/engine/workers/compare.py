@@ -1,15 +1,18 @@
 """The same watch under several allocators or environments, side by side.
 
-    result = leakwidget.compare(step, setup=make_dataset, seconds=30)
-    print(result)           # one row per variant: verdict, slope, growth, final RSS
+    result = leakwidget.compare(step, setup=make_dataset, seconds=60)
+    print(result)           # the answer, how to apply it, one row per variant
+    result.best             # the variant named the fix, or None (result.answer says why)
     result["jemalloc"]      # that variant's WatchResult
 
 Each variant is the watch in a fresh worker process (:mod:`.isolate`) with its own environment:
 by default glibc's malloc as it is, ``MALLOC_ARENA_MAX=2``, jemalloc and tcmalloc (preloaded).
-They run in parallel up to the free cores; the observers see them one after another
+They run in parallel up to the free cores, each until its own verdict is confident (at least
+the iterations asked, at most the budget); the observers see them one after another
 (:class:`~.sequence.OneAtATime`), each as its own series. Growth that glibc keeps in its
-per-thread arenas (attribution "allocator") shrinks or vanishes under the others: this shows
-whether the fix works for *this* code, before anyone changes a deployment.
+per-thread arenas shrinks under the others; :mod:`.fix` names a variant only when its growth
+interval lies clearly below glibc's, and :mod:`.apply` says how to set it where the user runs.
+The workers' stderr is kept in the result (:mod:`.log`), printed only for one that failed.
 """
 
 from __future__ import annotations
