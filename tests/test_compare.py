@@ -400,3 +400,21 @@ def test_a_comparison_saves_its_page_and_its_json(tmp_path) -> None:
     assert not re.search(r'(src|href)="https?:', page)  # nothing fetched
     assert "Fix: MALLOC_ARENA_MAX=2" in page and "MALLOC_ARENA_MAX=2 jupyter lab" in page
     assert "a warning" in page and page.count("<tr data-variant=") == 2
+
+
+def test_a_variant_stops_when_its_verdict_is_sure_but_not_before_the_iterations_asked() -> None:
+    from leakwidget.engine.budget import Budget
+    from leakwidget.engine.guard import MemoryGuard
+    from leakwidget.engine.spec import WatchSpec
+    from leakwidget.engine.verdict import Verdict
+    from leakwidget.engine.workers.compare import variant_spec
+
+    spec = variant_spec(WatchSpec(step=lambda: None, iterations=40), Variant("jemalloc", allocator="jemalloc"),
+                        seconds=30, at_least=500)
+    assert (spec.iterations, spec.seconds, spec.confident_after) == (None, 30, 500)
+    budget = Budget(spec, MemoryGuard(None, None, lambda: None))
+    for _ in range(3):
+        budget.count(Verdict("stable", confident=True), iterations=400, elapsed=12.0)
+    assert budget.reason(400, 12.0, None) is None  # sure, but fewer than the first run needed
+    assert budget.reason(500, 12.5, None) == "confident"
+    assert budget.reason(450, 30.0, None) == "seconds"  # the budget is the ceiling

@@ -73,7 +73,7 @@ class PlainView(BaseObserver):
     def on_finish(self, result: WatchResult) -> None:
         self.finished.append((result.spec.label.split(":")[0], result.stopped))
         self.results.append(result)
-        self.scheduler.finished()
+        self.scheduler.finished(result)
 
 
 def _until_idle(view: PlainView, click: Callable[[], None]) -> None:
@@ -160,9 +160,13 @@ def test_a_bisection_shows_its_answer_and_restores_the_users_configuration() -> 
 
 def test_try_the_fix_is_comparing_until_every_variant_has_run() -> None:
     view = PlainView()
-    Watch(WatchSpec(step=lambda: None, iterations=5), [view]).run()
+    Watch(WatchSpec(step=lambda: None, iterations=5, seconds=1), [view]).run()
     _until_idle(view, lambda: view.scheduler.try_fix(AS_WRITTEN))
     ((what, result),) = view.shown
-    assert what == "compare" and all(r.iteration_count == 5 for r in result.results), str(result)
+    # Each variant: at least the iterations the first run needed, within its budget (1 s).
+    assert what == "compare" and view.scheduler.ran == 5, str(result)
+    assert all(r.iteration_count >= 5 and r.stopped == "seconds" for r in result.results), str(result)
     assert view.states == ["running", "idle", "comparing", "idle"]
     assert len(view.finished) == 1 + len(result.variants)
+    # Run again runs the user's watch, not the last variant's.
+    assert view.scheduler.spec.allocator is None and view.scheduler.spec.confident_after is None

@@ -126,7 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the worker's malloc: glibc, jemalloc or tcmalloc (implies --isolate)")
     p.add_argument("--compare-allocators", action="store_true",
                    help="run the watch under glibc, MALLOC_ARENA_MAX=2, jemalloc and tcmalloc, "
-                        "each in a worker, overlaid on one chart")
+                        "each in a worker until its verdict is sure (-n: at least, -t: at most), "
+                        "overlaid on one chart; a fix is named only when the numbers show it")
     p.add_argument("--jobs", type=positive_int, metavar="N",
                    help="with --bisect or --compare-allocators: N runs at a time, each in its own "
                         "worker process (default: one per free core)")
