@@ -394,6 +394,12 @@ def test_a_comparison_saves_its_page_and_its_json(tmp_path) -> None:
     assert [v["name"] for v in doc["variants"]] == ["glibc", "MALLOC_ARENA_MAX=2"]
     assert doc["variants"][1]["growth_high"] < doc["variants"][0]["growth_low"]
     assert doc["variants"][0]["result"]["iteration_count"] == 60
+    # A variant that ran too few iterations has no bounds: null, not an invalid Infinity.
+    short = leakwidget.watch(lambda: None, iterations=2, widget=False)
+    doc = json.loads(CompareResult([Variant("glibc"), Variant("jemalloc", allocator="jemalloc")],
+                                   [glibc, short]).to_json())
+    assert doc["variants"][1]["growth"] is None and doc["answer"]["kind"] == "no-variant-helps"
+    assert "jemalloc ran too few iterations to measure (2)." in doc["answer"]["why"]
     result.save_html(tmp_path / "cmp.html")
     page = (tmp_path / "cmp.html").read_text()
     assert page.startswith("<!DOCTYPE html>") and "<script" not in page

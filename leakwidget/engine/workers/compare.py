@@ -197,12 +197,25 @@ class CompareResult:
         }
 
     def to_json(self, **kwargs: Any) -> str:
-        return json.dumps(self.to_dict(), default=_plain, allow_nan=False, **kwargs)
+        """The comparison as JSON: what to_dict holds, an unknown bound (infinite) as null."""
+        return json.dumps(_finite(self.to_dict()), default=_plain, allow_nan=False, **kwargs)
 
     def save_html(self, path: str | os.PathLike) -> None:
         """Write the comparison as one self-contained page (answer, how to apply it, table,
         chart, each variant's verdict, the workers' logs). The file appears whole or not at all."""
         write_whole(path, PAGE.render(self))
+
+
+def _finite(o: Any) -> Any:
+    """``o`` with every NaN or infinite float replaced by None (a variant that ran too few
+    iterations has an interval without bounds)."""
+    if isinstance(o, dict):
+        return {k: _finite(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_finite(v) for v in o]
+    if isinstance(o, float) and not np.isfinite(o):
+        return None
+    return o
 
 
 def _plain(o: Any) -> Any:
