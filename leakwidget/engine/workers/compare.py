@@ -130,7 +130,11 @@ class CompareResult:
 
     def growth_rate(self, name: str) -> Growth | None:
         """The variant's RSS trend after its warm-up, per iteration, with its 95% interval."""
-        return growth_of(self[name])
+        return self._growths[name]
+
+    @cached_property
+    def _growths(self) -> dict[str, Growth | None]:
+        return {v.name: growth_of(r) for v, r in zip(self.variants, self.results, strict=True)}
 
     def growth(self, name: str) -> float | None:
         """The variant's growth over the comparison's horizon, in bytes (None: not measured)."""
