@@ -135,7 +135,9 @@ def test_real_arena_retention_names_a_variant_with_an_interval_below_glibcs_and_
     html = bundle["text/html"]
     assert html.count("<tr data-variant=") == 4 and f'data-variant="{best}" data-status="finished" data-best="true"' in html
     assert 'class="leakwidget-answer" data-kind="fix"' in html
-    assert bundle["image/svg+xml"].count('class="variant"') == 4
+    assert bundle["image/png"] and '<img alt="RSS growth of each variant"' in html
+    svg = render_compare_svg(result)
+    assert svg.count('id="leakwidget-variant-') == 4 and "MALLOC_ARENA_MAX=2: " in svg
 
 
 def test_a_stable_step_has_nothing_to_fix_and_its_workers_stderr_is_kept_not_printed(capfd) -> None:

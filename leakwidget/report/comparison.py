@@ -17,10 +17,10 @@ from html import escape
 from typing import Any, Protocol
 
 from ..engine.units import format_bytes, format_range
+from .colours import KIND_COLOURS
 from .compare import CHART
 from .pages import page
 from .render import Drawing
-from .svg import KIND_COLOURS
 
 __all__ = ["ANSWER_COLOURS", "HTML", "PAGE", "Comparison", "compare_text", "pane_html"]
 

@@ -10,9 +10,9 @@ from html import escape
 from typing import Any, Protocol
 
 from ..engine.units import format_bytes
+from .colours import KIND_COLOURS
 from .html import STYLE
 from .render import Drawing
-from .svg import KIND_COLOURS
 
 __all__ = ["BISECT_PAGE", "Bisected", "page"]
 
