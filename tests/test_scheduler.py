@@ -10,6 +10,8 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 import leakwidget
 from leakwidget.engine.observer import BaseObserver, RunControl
 from leakwidget.engine.records import IterationRecord
@@ -125,6 +127,7 @@ def test_stop_makes_a_run_stopping_then_idle_and_a_click_during_a_run_queues_the
     assert view.notes[-2:] == ["Stopping at the end of the current iteration\u2026", ""]
 
 
+@pytest.mark.slow
 def test_a_bisection_is_bisecting_until_it_ends_and_stop_ends_the_search() -> None:
     view = PlainView()
     # 150 iterations: a bisection runs as many per configuration, and 60 made the baseline of
@@ -147,6 +150,7 @@ def test_a_bisection_is_bisecting_until_it_ends_and_stop_ends_the_search() -> No
     assert view.shown == []  # no answer is shown for a search that was stopped
 
 
+@pytest.mark.slow
 def test_a_bisection_shows_its_answer_and_restores_the_users_configuration() -> None:
     view = PlainView()
     Watch(WatchSpec(step=lambda: passthrough(grow(1)), seconds=1.5), [view]).run()
@@ -158,6 +162,7 @@ def test_a_bisection_shows_its_answer_and_restores_the_users_configuration() -> 
     assert restore is view.scheduler.spec and restore.toggles.off == ("passthrough",)
 
 
+@pytest.mark.slow
 def test_try_the_fix_is_comparing_until_every_variant_has_run() -> None:
     view = PlainView()
     Watch(WatchSpec(step=lambda: None, iterations=5, seconds=1), [view]).run()

@@ -86,6 +86,7 @@ def fill_fresh(name: str, cap: int, noise: int, n: int, seed: int) -> dict:
 
 @pytest.mark.parametrize("noise", [0, 4 * MiB], ids=["quiet", "noise4MiB"])
 @pytest.mark.parametrize("name", ["capped_list", "bounded_cache"])
+@pytest.mark.slow
 def test_buffer_that_fills_then_stops_is_plateau_at_3x_fill(name, noise):
     kinds = [fill_fresh(name, 20, noise, 60, seed)["kind"] for seed in range(3)]
     assert kinds.count("plateau") >= 2, kinds

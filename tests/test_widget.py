@@ -139,6 +139,7 @@ def test_every_part_carries_the_class_the_browser_test_looks_for() -> None:
     assert "leakwidget-stop" in d.stop_button.get_state()["_dom_classes"]
 
 
+@pytest.mark.slow
 def test_the_dashboard_carries_a_static_copy_of_its_last_run() -> None:
     d = Dashboard()
     before = d._repr_mimebundle_()
@@ -216,6 +217,7 @@ def test_the_trend_sits_on_the_data_from_the_onset_to_the_last_point() -> None:
     assert trend_line(Verdict("inconclusive"), index, rss, end)[0].size == 0
 
 
+@pytest.mark.slow
 def test_overlays_count_from_their_own_start_and_red_only_means_leak() -> None:
     d = Dashboard()
     runs = [Watch(WatchSpec(step=fresh_pages_step(), iterations=200, label="leaking"), [d]).run(),
@@ -264,6 +266,7 @@ def test_ticks_are_chosen_from_the_pixels_and_never_run_together() -> None:
     assert all(float(v).is_integer() for v in ticks)  # iterations: never 0.5
 
 
+@pytest.mark.slow
 def test_a_wider_dashboard_gets_more_ticks() -> None:
     d = Dashboard()
     Watch(WatchSpec(step=leaking_step(4096), iterations=2000), [d]).run()
@@ -275,6 +278,7 @@ def test_a_wider_dashboard_gets_more_ticks() -> None:
     assert len(d.charts._dx_axis.tick_values) > narrow
 
 
+@pytest.mark.slow
 def test_the_step_duration_shares_the_memory_charts_time_axis_sized_to_the_data() -> None:
     # A configuration of many fast iterations beside one of few slow ones: on an iteration axis
     # the slow one was squeezed into the left edge (the axis stretched to 70,000 iterations).
@@ -459,6 +463,7 @@ def test_front_end_gets_bounded_points_and_bytes_whatever_the_iteration_rate() -
     assert total / span <= per_refresh_cap / interval
 
 
+@pytest.mark.slow
 def test_a_step_that_slows_down_every_iteration_is_flagged() -> None:
     d = Dashboard()
     n = [0]
@@ -541,6 +546,7 @@ def passthrough(x: int) -> int:
     return x
 
 
+@pytest.mark.slow
 def test_toggle_then_run_again_overlays_a_second_series_with_the_stage_off() -> None:
     d = Dashboard()
     spec = WatchSpec(step=lambda: grow(1), iterations=200, label="")
@@ -601,6 +607,7 @@ class ScriptedDashboard(Dashboard):
                 getattr(self, button).click()
 
 
+@pytest.mark.slow
 def test_run_again_during_a_run_from_the_widget_stops_it_and_runs_next() -> None:
     d = ScriptedDashboard([("run 2", 3, "run_again_button"), ("run 3", 3, "stop_button")])
     Watch(WatchSpec(step=lambda: None, iterations=10, label="run 1"), [d]).run()
@@ -619,6 +626,7 @@ def test_run_again_during_a_run_from_the_widget_stops_it_and_runs_next() -> None
     assert d.finished == [("run 1", "iterations", 10), ("run 2", "stopped", 4), ("run 3", "stopped", 4)]
 
 
+@pytest.mark.slow
 def test_stop_during_a_bisection_ends_the_search() -> None:
     # Two stages, so the search needs more than two configurations; Stop in the second.
     d = ScriptedDashboard([])
@@ -684,6 +692,7 @@ def test_the_strip_and_the_session_give_one_reason_a_stage_cannot_be_switched_of
                        "reader, and it has only one); it stays on."]
 
 
+@pytest.mark.slow
 def test_bisect_from_the_widget_names_the_culprit_and_restores_the_users_strip() -> None:
     d = Dashboard()
     spec = WatchSpec(step=lambda: passthrough(grow(1)), seconds=2.0)
@@ -710,6 +719,7 @@ def test_bisect_from_the_widget_names_the_culprit_and_restores_the_users_strip()
     assert ids["passthrough"] in nxt.toggles.off and ids["grow"] not in nxt.toggles.off
 
 
+@pytest.mark.slow
 def test_the_text_report_under_the_dashboard_follows_the_latest_run() -> None:
     class Handle:
         def __init__(self) -> None:
@@ -843,6 +853,7 @@ def test_an_ipykernel_6_kernel_is_told_apart(monkeypatch: pytest.MonkeyPatch) ->
     assert shell.input_transformers_cleanup == []
 
 
+@pytest.mark.slow
 def test_final_details_say_what_is_growing():
     from leakwidget import examples as ex
 

@@ -223,6 +223,7 @@ def test_the_rules_catch_what_the_issue_saw() -> None:
     assert any("under the noise" in c for c in problems) and any("88900" in c for c in problems)
 
 
+@pytest.mark.slow
 def test_the_headless_demo_says_nothing_the_rules_forbid(capsys: pytest.CaptureFixture) -> None:
     from leakwidget import demo
 
