@@ -204,7 +204,9 @@ JUPYTERLAB_CSS = Path(sys.prefix) / "share/jupyter/nbconvert/templates/lab/stati
 def test_text_that_shows_alone_wraps_between_words_under_jupyterlabs_styles(page, tmp_path: Path) -> None:
     # JupyterLab styles an output's <pre> with word-break: break-all ("stea" / "dy" at the edge
     # of a 900-px notebook); the text/html a text-only result offers must wrap between words.
-    text = "Stable: memory grew by 5.5 MiB over iterations 1 to 343, then held steady.\n" * 8
+    # A table's rows (indented) stay whole: wrapped, a figure fell under the next row's name.
+    row = "  tensorflow.python.eager.context.ContextSwitch   +0.01       +0.81 B       ?"
+    text = "Stable: memory grew by 5.5 MiB over iterations 1 to 343, then held steady.\n" * 8 + row
     bundle = text_bundle(text)
     assert bundle["text/plain"] == text
     doc = tmp_path / "output.html"
@@ -226,9 +228,12 @@ def test_text_that_shows_alone_wraps_between_words_under_jupyterlabs_styles(page
                 tops.forEach(t => lines.add(t));
                 if (tops.size > 1) split.push(m[0]);
             }
-            return {split, lines: lines.size, width: pre.getBoundingClientRect().width};
+            const row = pre.querySelector('span');
+            return {split, lines: lines.size, width: pre.getBoundingClientRect().width,
+                    row: row.getClientRects().length, rowText: row.textContent};
         }""")
         assert split["width"] <= 430 and split["lines"] > 10  # it did wrap, many times
         assert split["split"] == []  # and never inside a word
+        assert split["rowText"] == row and split["row"] == 1  # the row on one line, scrolled to
     finally:
         p.context.close()

@@ -46,11 +46,19 @@ class Drawing(Generic[T]):
 
 
 def text_bundle(text: str) -> dict[str, str]:
-    """Text to show in a notebook: plain, and as HTML that wraps on words, not inside them."""
-    return {"text/plain": text, "text/html": f'<pre style="{WRAP_ON_WORDS}">{escape(text)}</pre>'}
+    """Text to show in a notebook: plain, and as HTML whose sentences wrap on words, not inside
+    them, while an indented line (a table's row) stays whole and scrolls sideways: wrapped, a
+    column's figures fell under the next row's name at 900 px."""
+    html = "\n".join(f'<span style="{KEEP_WHOLE}">{escape(line)}</span>' if line[:1].isspace()
+                     else escape(line) for line in text.split("\n"))
+    return {"text/plain": text, "text/html": f'<pre style="{WRAP_ON_WORDS}">{html}</pre>'}
 
 
-WRAP_ON_WORDS = "white-space: pre-wrap; word-break: normal; overflow-wrap: break-word; margin: 0"
+# width 0, min-width 100%: the block fills its output and adds nothing to the width of the table
+# cell JupyterLab puts it in (a whole row would otherwise widen the output past the window).
+WRAP_ON_WORDS = ("white-space: pre-wrap; word-break: normal; overflow-wrap: break-word; margin: 0; "
+                 "overflow-x: auto; display: block; width: 0; min-width: 100%")
+KEEP_WHOLE = "white-space: pre"
 
 
 def mimebundle(result: Any, renderers: Iterable[Renderer[Any]]) -> dict[str, str]:
