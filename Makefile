@@ -36,7 +36,7 @@ FAST := not (slow or kernel or browser or tf or soak)
 
 test: install
 	node --test js/tests/
-	$(PY) -m pytest -ra $(PYTEST_PARALLEL)
+	$(PY) -m pytest -ra --durations=40 $(PYTEST_PARALLEL)
 
 check: install
 	$(VENV)/bin/ruff check leakwidget tests bench
