@@ -89,7 +89,7 @@ DEFAULT_VARIANTS: tuple[Variant, ...] = (
 
 @dataclass
 class CompareResult:
-    """A comparison: each variant's run, and the answer the numbers support (:mod:`.fix`)."""
+    """A comparison: each variant's run, and the answer the numbers support (``engine.workers.fix``)."""
 
     variants: list[Variant]
     results: list[WatchResult]
@@ -105,7 +105,7 @@ class CompareResult:
 
     @cached_property
     def answer(self) -> Answer:
-        """Which variant, if any, is the fix, and why (see :mod:`.fix`)."""
+        """Which variant, if any, is the fix, and why (see ``engine.workers.fix``)."""
         return decide([(v.name, r) for v, r in zip(self.variants, self.results, strict=True)],
                       self.baseline)
 
