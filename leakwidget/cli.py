@@ -93,6 +93,7 @@ class Target:
 
     def __init__(self, tree: ProcessTree) -> None:
         self.tree = tree
+        self.members = tree.members  # each process's own series (the copy-on-write test)
         self.last = 0
         self.ended = False
         self.rss()  # a program that is over already is seen at the first look of the step

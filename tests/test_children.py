@@ -16,7 +16,8 @@ import psutil
 import pytest
 
 import leakwidget
-from leakwidget.engine.children import WithChildren, uss
+from leakwidget.engine.children import WithChildren
+from leakwidget.engine.rollup import read_rollup
 from leakwidget.engine.sources import THIS_PROCESS
 
 KIB256 = 256 * 1024
@@ -119,10 +120,10 @@ def test_a_forked_childs_shared_pages_are_counted_once() -> None:
     try:
         shared = psutil.Process(p.pid).memory_info().rss
         assert shared > 50 * 1024 * 1024  # it maps the 64 MiB (and everything else) too
-        assert uss(p.pid) < shared / 4
+        assert read_rollup(p.pid).private < shared / 4
         children = [c.pid for c in psutil.Process().children(recursive=True)]
         assert p.pid in children
-        assert tree.total == pytest.approx(sum(uss(c) or 0 for c in children), abs=4 * 1024 * 1024)
+        assert tree.total == pytest.approx(sum(read_rollup(c).private for c in children), abs=4 * 1024 * 1024)
         assert tree.rss() - THIS_PROCESS.rss() < shared / 2
     finally:
         tree.stop()

@@ -2,16 +2,21 @@
 
 A step that hands work to child processes (a ``multiprocessing`` pool, a data loader's workers)
 can leak in a child while the watched process stays flat. :class:`WithChildren` finds this
-process's descendants (psutil) and reads each one's unique set size (USS: the pages only that
-process holds, from ``/proc/PID/smaps_rollup``): pages a forked child still shares with this
-process are counted once, in this process's RSS, so nothing is counted twice. What the watch
-samples (:class:`WithChildren`) becomes this process's RSS plus its children's USS — the tree's
-total — and each child keeps its own series and, at the end, its own verdict
-(``result.children``: the child's reading at the end of each iteration it lived through).
+process's descendants and reads each one's private and shared memory (:mod:`.members`, from
+``/proc/PID/smaps_rollup``): pages a forked child still shares with this process are counted
+once, in this process's RSS, so nothing is counted twice. What the watch samples
+(:class:`WithChildren`) becomes this process's RSS plus its children's private memory (their
+unique set size, USS) — the tree's total — and each child keeps its own series and, at the end,
+its own verdict and copy-on-write test (``result.children``).
 
-Cost: a daemon thread reads the known children every ``READ_INTERVAL`` and looks for new ones
-every ``FIND_INTERVAL`` (a scan of every process of the system, a few ms); a watch of a process
-without children pays one attribute read per sample and iteration.
+A child's verdict is made on its own memory — private plus shared, its RSS, at the end of each
+iteration it lived through — not on its private memory alone: a forked worker that copies what
+it shares with this process (:mod:`.copying`) grows its private memory without growing, and a
+worker that leaks still shows as a leak, copying or not.
+
+Cost: a daemon thread reads the known children on a budget and looks for new ones when a process
+has been created (see :mod:`.members`); a watch of a process without children pays one attribute
+read per sample and iteration, and a read of ``/proc/loadavg`` ten times a second.
 
 A process whose parent ends (a daemon's double fork, a child of a child that exited) leaves the
 tree: Linux hands it to init. A process that runs the watched code and must end all of it (an
@@ -27,87 +32,63 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from .copying import WorkerCopy, worker_copy
+from .members import ChildrenReading, Member, Members
 from .records import RecordLog
-from .sampler import Series
 from .sources import MemorySource
 from .units import format_bytes
 from .verdict import Verdict, decide
 
-# A child's leak must show as many small rises, not a few steps (the verdict doubts growth in
-# few steps that nothing in this process's heap explains): read often while there are children.
-READ_INTERVAL = 0.1  # seconds between readings of the known children
-FIND_INTERVAL = 1.0  # seconds between searches for new ones while there are none
-FIND_INTERVAL_CHILDREN = 0.5  # ... and while there are
-MAX_CHILDREN = 64  # children given their own series (the rest count in the total only)
-SERIES_CAPACITY = 4096
 PR_SET_CHILD_SUBREAPER = 36  # prctl option (linux/prctl.h)
 END_ROUNDS_SECONDS = 5.0  # end_descendants: at most this long killing what keeps appearing
 
 
 @dataclass
 class ChildResult:
-    """One child process over the watch: its memory per iteration and its verdict."""
+    """One child process over the watch: its memory per iteration, its verdict, and whether it
+    copies what it shares with its parent (``copying``: None for a process not forked from the
+    watched tree)."""
 
     pid: int
     cmdline: str
     verdict: Verdict
-    samples: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))  # (seconds, USS bytes)
-    per_iteration: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))  # (iteration, USS)
+    samples: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))  # (seconds, private bytes)
+    per_iteration: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))  # (iteration, RSS)
+    shared: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))  # (seconds, shared bytes)
+    copying: WorkerCopy | None = None
 
     def __str__(self) -> str:
         last = format_bytes(self.samples[-1, 1]) if self.samples.size else "-"
         rate = (f" of {format_bytes(self.verdict.slope, signed=True)}/iteration"
                 if self.verdict.kind == "leak" else "")
-        return f"pid {self.pid} ({self.cmdline[:60]}): {self.verdict.kind}{rate}, {last} now"
-
-
-class _Child:
-    def __init__(self, pid: int, cmdline: str) -> None:
-        self.pid = pid
-        self.cmdline = cmdline
-        self.samples = Series(SERIES_CAPACITY)  # (perf_counter time, USS)
-
-
-def uss(pid: int) -> int | None:
-    """Private_Clean + Private_Dirty of ``pid`` (bytes), or None where it cannot be read."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
-            text = f.read()
-    except OSError:
-        return None
-    total = 0
-    for key in (b"\nPrivate_Clean:", b"\nPrivate_Dirty:"):
-        i = text.find(key)
-        if i < 0:
-            return None
-        total += int(text[i + len(key): text.index(b"kB", i)]) * 1024
-    return total
+        line = f"pid {self.pid} ({self.cmdline[:60]}): {self.verdict.kind}{rate}, {last} private now"
+        if self.copying is not None and self.copying.copying:
+            line += f"; copy-on-write: {self.copying.sentence}"
+        elif self.copying is not None and self.copying.missing:
+            line += f"; copy-on-write not known: {self.copying.missing}"
+        return line
 
 
 class WithChildren:
     """This process (``source``) and its descendants: what a watch samples and records.
 
-    ``rss()`` is the source's RSS plus the children's USS at the last reading; a daemon thread
-    reads them (see the module's docstring) from creation until :meth:`stop`.
+    ``rss()`` is the source's RSS plus the children's private memory at the last reading; a
+    daemon thread reads them (see the module's docstring) from creation until :meth:`stop`.
     """
 
     def __init__(self, source: MemorySource) -> None:
-        import psutil
-
         self.source = source
         self._source_rss = source.rss  # (read at every iteration's end: one lookup less)
         self.in_process = source.in_process
         self.hz = source.hz
         self.total = 0  # bytes of every descendant at the last reading
-        self._psutil = psutil
-        self._me = psutil.Process(os.getpid())
-        self._children: dict[int, _Child] = {}
-        self._procs: dict[int, object] = {}  # pid -> psutil.Process, alive at the last search
-        self._next_find = 0.0
+        self.members = Members(os.getpid(), count_root=False, root_watched=True)
+        self.t0 = time.perf_counter()  # the watch's clock, for the live readings (set by it)
         self._stop = threading.Event()
         self._read()  # children already running count from the start
         self._thread: threading.Thread | None = threading.Thread(
@@ -117,6 +98,11 @@ class WithChildren:
     def rss(self) -> int:
         return self._source_rss() + self.total
 
+    @property
+    def latest(self) -> ChildrenReading | None:
+        """The last round of readings of the children (for a live view), or None."""
+        return self.members.latest if self.members.members else None
+
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
@@ -124,63 +110,48 @@ class WithChildren:
             self._thread = None
 
     def _loop(self) -> None:
-        while not self._stop.wait(READ_INTERVAL if self._procs else FIND_INTERVAL):
+        while not self._stop.wait(self.members.next_due()):
             try:
                 self._read()
             except Exception:  # a process table that changes under us must not end the thread
                 pass
 
-    def _find(self, now: float) -> None:
-        ps = self._psutil
-        try:
-            found = self._me.children(recursive=True)
-        except ps.Error:
-            return
-        self._procs = {p.pid: p for p in found}
-        for p in found:
-            if p.pid not in self._children and len(self._children) < MAX_CHILDREN:
-                try:
-                    cmd = " ".join(p.cmdline()) or p.name()
-                except ps.Error:
-                    cmd = "?"
-                self._children[p.pid] = _Child(p.pid, cmd)
-        # Look again soon while there are children; rarely while there are none.
-        self._next_find = now + (FIND_INTERVAL_CHILDREN if found else FIND_INTERVAL)
-
     def _read(self) -> None:
-        now = time.perf_counter()
-        if now >= self._next_find:
-            self._find(now)
-        total = 0
-        for pid, proc in list(self._procs.items()):
-            value = uss(pid)
-            if value is None:
-                try:
-                    value = int(proc.memory_info().rss)
-                except self._psutil.Error:
-                    continue  # ended since the search
-            total += value
-            child = self._children.get(pid)
-            if child is not None:
-                child.samples.append(now, value)
-        self.total = total
+        readings = self.members.poll(self.t0)
+        if readings is not None:
+            self.total = sum(r.private for r in readings.values())
 
     def results(self, log: RecordLog, t0: float) -> list[ChildResult]:
-        """Each child's series (seconds since ``t0``) and its verdict over the iterations of
-        ``log`` that ended while it was read (its latest reading at each iteration's end)."""
-        index, end = log.column("index"), log.column("end") + t0
-        out = []
-        for child in self._children.values():
-            t, v = child.samples.arrays()
-            at = np.searchsorted(t, end, side="right") - 1  # the reading before each end
-            seen = (at >= 0) & (end <= (t[-1] + 2 * READ_INTERVAL if t.size else -np.inf))
-            i, u = index[seen].astype(float), v[at[seen]].astype(float)
-            verdict = decide(i, u) if i.size else Verdict(
-                "inconclusive", summary="No iteration ended while it ran.")
-            out.append(ChildResult(child.pid, child.cmdline, verdict,
-                                   np.column_stack([t - t0, v.astype(float)]) if t.size else np.zeros((0, 2)),
-                                   np.column_stack([i, u]) if i.size else np.zeros((0, 2))))
-        return out
+        """Each child's series (seconds since ``t0``), its verdict over the iterations of ``log``
+        that ended while it was read, and its copy-on-write test."""
+        return child_results(self.members.members.values(), log, t0)
+
+
+def child_results(members: Iterable[Member], log: RecordLog, t0: float) -> list[ChildResult]:
+    """Each member's :class:`ChildResult`: its verdict made from its RSS (private + shared) at
+    its latest reading before each iteration's end, ``log`` on the clock of ``t0``."""
+    index, end = log.column("index"), log.column("end") + t0
+    out = []
+    for m in members:
+        t, private = m.private.arrays()
+        _ts, shared = m.shared.arrays()
+        _tf, faults = m.faults.arrays()
+        at = np.searchsorted(t, end, side="right") - 1  # the reading before each end
+        gap = 2 * max(float(np.median(np.diff(t))), 0.05) if t.size > 1 else 0.2
+        seen = (at >= 0) & (end <= (t[-1] + gap if t.size else -np.inf))
+        i = index[seen].astype(float)
+        own = (private[at[seen]] + shared[at[seen]]).astype(float)
+        verdict = decide(i, own) if i.size else Verdict(
+            "inconclusive", summary="No iteration ended while it ran.")
+        rel = t - t0
+        copying = worker_copy(m.pid, m.number, rel, private, shared, faults) if m.forked else None
+        out.append(ChildResult(
+            m.pid, m.cmdline, verdict,
+            np.column_stack([rel, private.astype(float)]) if t.size else np.zeros((0, 2)),
+            np.column_stack([i, own]) if i.size else np.zeros((0, 2)),
+            np.column_stack([rel, shared.astype(float)]) if t.size else np.zeros((0, 2)),
+            copying))
+    return out
 
 
 def adopt_orphans(on: bool = True) -> bool:

@@ -12,7 +12,8 @@ from typing import Literal, get_args
 VerdictKind = Literal["leak", "plateau", "stable", "inconclusive"]
 VERDICT_KINDS: tuple[VerdictKind, ...] = get_args(VerdictKind)
 
-AttributionKind = Literal["python", "native", "allocator", "none"]
+# "copy-on-write": forked workers copying what they share with their parent (engine/copying.py).
+AttributionKind = Literal["python", "native", "allocator", "copy-on-write", "none"]
 ATTRIBUTION_KINDS: tuple[AttributionKind, ...] = get_args(AttributionKind)
 
 # Why a watch ended: its budget ("iterations", "seconds"), a confident verdict, the user

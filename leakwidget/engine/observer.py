@@ -13,6 +13,7 @@ event           when                                                     thread
 on_start        before the setup                                         the loop's
 on_stages       when the recorded pipeline stages change                 the publisher's
 on_samples      new RSS samples, every ``PUBLISH_INTERVAL`` (and at end)  the publisher's
+on_children     a new reading of the child processes' memory              the publisher's
 on_iteration    after each iteration                                     the loop's
 on_verdict      after each live verdict (at most every 0.5 s)            the loop's
 on_finish       once, with the result (attribution already set)          the loop's
@@ -31,6 +32,7 @@ import numpy as np
 
 from ..stages import Stage
 from .kinds import StopReason
+from .members import ChildrenReading
 from .records import IterationRecord
 from .result import WatchResult
 from .spec import WatchSpec
@@ -78,6 +80,8 @@ class Observer(Protocol):
 
     def on_samples(self, t: np.ndarray, rss: np.ndarray) -> None: ...
 
+    def on_children(self, reading: ChildrenReading) -> None: ...
+
     def on_iteration(self, record: IterationRecord) -> None: ...
 
     def on_verdict(self, verdict: Verdict) -> None: ...
@@ -103,6 +107,9 @@ class BaseObserver:
         pass
 
     def on_samples(self, t: np.ndarray, rss: np.ndarray) -> None:
+        pass
+
+    def on_children(self, reading: ChildrenReading) -> None:
         pass
 
     def on_iteration(self, record: IterationRecord) -> None:

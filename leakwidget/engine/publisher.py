@@ -1,8 +1,9 @@
-"""A thread that keeps observers moving while a step runs: new RSS samples and stages.
+"""A thread that keeps observers moving while a step runs: new RSS samples, stages, children.
 
 ``on_iteration`` is not called during a long step (or the setup); the publisher sends the
-samples taken since its last batch and the stages recorded so far every ``PUBLISH_INTERVAL``,
-and once more when the run ends, so a view's RSS line never stalls.
+samples taken since its last batch, the stages recorded so far and the child processes' latest
+reading (when there is a new one) every ``PUBLISH_INTERVAL``, and once more when the run ends,
+so a view's RSS line never stalls.
 """
 
 from __future__ import annotations
@@ -11,16 +12,21 @@ import threading
 from collections.abc import Callable, Sequence
 
 from ..stages import Stage
+from .members import ChildrenReading
 from .observer import PUBLISH_INTERVAL, Observer
 from .sampler import Series
 
 
 class Publisher:
     def __init__(self, observers: Sequence[Observer], series: Series,
-                 stages: Callable[[], list[Stage]], interval: float = PUBLISH_INTERVAL) -> None:
+                 stages: Callable[[], list[Stage]],
+                 children: Callable[[], ChildrenReading | None] = lambda: None,
+                 interval: float = PUBLISH_INTERVAL) -> None:
         self._observers = list(observers)
         self._series = series
         self._stages = stages
+        self._children = children
+        self._sent_children: ChildrenReading | None = None
         self._interval = interval
         self._sent_t = -1.0
         self._sent_stages: tuple[tuple[str, str], ...] = ()
@@ -49,6 +55,11 @@ class Publisher:
                 self._sent_stages = key
                 for ob in self._observers:
                     ob.on_stages(stages)
+            reading = self._children()
+            if reading is not None and reading is not self._sent_children:
+                self._sent_children = reading
+                for ob in self._observers:
+                    ob.on_children(reading)
 
     def stop(self) -> None:
         """End the thread, then send what is left (from the caller's thread)."""

@@ -19,6 +19,7 @@ from ..report.html import PAGE
 from ..stages import Stage
 from .attribution import Attribution, DeviceMemory
 from .children import ChildResult
+from .copying import CopyOnWrite, tree_sentence
 from .environment import environment
 from .kinds import StopReason
 from .records import FIELDS, IterationRecord, RecordLog
@@ -57,6 +58,8 @@ class WatchResult:
     environment: dict = field(default_factory=environment)  # versions, allocator, machine memory
     # Child processes of the watched process: each one's memory and verdict (engine/children.py)
     children: list[ChildResult] = field(default_factory=list)
+    # Forked children copying what they share with this process (engine/copying.py), or None
+    copy_on_write: CopyOnWrite | None = None
     # A result made without a log (a run that ended before its first iteration) has an empty
     # one, of the smallest size a log can have.
     _log: RecordLog = field(default_factory=lambda: RecordLog(4), repr=False)
@@ -106,8 +109,10 @@ class WatchResult:
                        "max_rss": self.spec.max_rss},
             "elapsed": self.elapsed,
             "baseline_rss": self.baseline_rss,
-            "children": [{"pid": c.pid, "cmdline": c.cmdline, "verdict": c.verdict.to_dict()}
+            "children": [{"pid": c.pid, "cmdline": c.cmdline, "verdict": c.verdict.to_dict(),
+                          "copying": c.copying.to_dict() if c.copying is not None else None}
                          for c in self.children],
+            "copy_on_write": self.copy_on_write.to_dict() if self.copy_on_write is not None else None,
             "environment": dict(self.environment),
         }
 
@@ -150,15 +155,28 @@ class WatchResult:
                 and self.attribution.kind == "allocator")
 
     @property
+    def copying(self) -> bool:
+        """Forked children copying what they share with this process (copy-on-write) are the
+        story of the growth: a plateau per worker, not a leak."""
+        return self.copy_on_write is not None and self.copy_on_write.explains
+
+    @property
     def summary(self) -> str:
         """The verdict's sentence as it reads with the attribution: for allocator retention,
-        the numbers of the growth without the word "leak"."""
+        the numbers of the growth without the word "leak"; for copy-on-write, the copies."""
+        if self.copying:
+            return self.copy_on_write.summary
         text = self.verdict.summary or f"Verdict: {self.verdict.kind}"
         return retention_summary(text) if self.retention else text
 
+    @property
+    def tree_summary(self) -> str:
+        """The verdict's sentence, as it reads beside a copy-on-write summary."""
+        return tree_sentence(self.verdict.summary or f"Verdict: {self.verdict.kind}")
+
     def __str__(self) -> str:
         n = self.iteration_count
-        lines = [self.summary]
+        lines = [self.summary, *([self.tree_summary] if self.copying else [])]
         rss = self._log.column("rss")
         if rss.size:
             lines.append(
@@ -172,11 +190,16 @@ class WatchResult:
                      else f"iteration {self.error_iteration}")
             lines.append(f"{type(self.error).__name__} in {where}: {self.error}")
         if self.attribution is not None and self.attribution.summary:
-            lines.append(str(self.attribution))
+            text = str(self.attribution)
+            if self.copying:  # its sentence is the summary, first already
+                text = text.partition("\n")[2]
+            lines.extend([text] if text else [])
         if self.device is not None and self.device.measured:
             lines.append(str(self.device))
         if self.stages:
             lines.append("Stages: " + ", ".join(s.id for s in self.stages))
+        if self.copy_on_write is not None and not self.copying:  # (else it is the attribution)
+            lines.extend(self.copy_on_write.lines())
         lines.extend(f"Child process {c}" for c in self.children)
         lines.extend(self.stage_notes)
         return "\n".join(lines)

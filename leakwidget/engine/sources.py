@@ -8,20 +8,18 @@ outside: its RSS over time, the verdict and the projection.
 
 from __future__ import annotations
 
-import time
 from typing import Protocol
 
 from . import sampler
+from .members import Members
 
-# Finding a tree's descendants scans every process of the system (~3–6 ms): done at most this
-# often, the members found last being read in between.
-CHILDREN_REFRESH = 0.5  # seconds
 PF_KTHREAD = 0x00200000  # a process's flags (/proc/PID/stat): a kernel thread
 
 
 class MemorySource(Protocol):
     in_process: bool  # this interpreter: stages, Python's heap, malloc's counters, the guard's interrupt
     hz: float  # samples per second the sampler takes
+    members: Members | None  # the processes of the tree beside the watched one, each read (or None)
 
     def rss(self) -> int:
         """Bytes resident now."""
@@ -31,6 +29,7 @@ class MemorySource(Protocol):
 class ThisProcess:
     in_process = True
     hz = 125.0
+    members = None  # (a watch of this process reads its children through children.WithChildren)
 
     rss = staticmethod(sampler.rss)  # (no wrapper: read at every iteration's end)
 
@@ -44,10 +43,11 @@ class ProcessTree:
     Each process counts its proportional set size (PSS: pages shared between processes of the
     tree, such as a forked worker's copy-on-write pages, split between them, so nothing is
     counted twice), or its RSS where PSS cannot be read. Processes that end between two
-    readings are simply no longer counted; new descendants are found within
-    ``CHILDREN_REFRESH`` seconds. ``rss()`` raises ``ProcessLookupError`` once the root process
-    is gone. A process whose memory we may not read (another user's) is refused with
-    ``PermissionError``.
+    readings are simply no longer counted; new descendants are found soon after they start,
+    and each descendant's private and shared memory is kept (``members``, :mod:`.members`:
+    read on a budget, the last reading standing in between). ``rss()`` raises
+    ``ProcessLookupError`` once the root process is gone. A process whose memory we may not
+    read (another user's) is refused with ``PermissionError``.
 
     ``descendants_only``: the tree is what ``pid`` started, not ``pid`` itself (``leakwidget
     run`` watches its own descendants: the program, and the processes it left behind, which
@@ -56,82 +56,61 @@ class ProcessTree:
     """
 
     in_process = False
-    hz = 20.0  # reading every process's smaps costs ~0.1–1 ms each: fewer samples
+    hz = 20.0  # reading every process's smaps costs ~0.1–3 ms each: fewer samples
 
     def __init__(self, pid: int, *, descendants_only: bool = False) -> None:
         import psutil
 
         self._psutil = psutil
         self.descendants_only = descendants_only
-        if descendants_only:
-            self.pid, self.root = pid, psutil.Process(pid)
-            self._procs = []
-            self._found_at = -CHILDREN_REFRESH
-            return
+        self.pid = pid
+        self._last: dict[int, int] = {}
+        if not descendants_only:
+            try:
+                psutil.Process(pid).memory_info()
+            except psutil.NoSuchProcess:
+                raise ProcessLookupError(f"no process with pid {pid}") from None
+            except psutil.AccessDenied:
+                raise PermissionError(f"not allowed to read the memory of process {pid}") from None
+            try:
+                open(f"/proc/{pid}/smaps_rollup", "rb").close()
+            except PermissionError:
+                # statm is readable by anyone, smaps only by the owner: without it the tree's
+                # children and shared pages cannot be counted right.
+                raise PermissionError(f"not allowed to read the memory of process {pid} "
+                                      f"({_why_not_readable(psutil.Process(pid))})") from None
+            except OSError:
+                pass  # no smaps_rollup on this kernel: RSS it is
         try:
-            self.root = psutil.Process(pid)
-            self.root.memory_info()
+            self.members = Members(pid, count_root=not descendants_only,
+                                   root_watched=not descendants_only, fastest=1.0 / self.hz)
         except psutil.NoSuchProcess:
             raise ProcessLookupError(f"no process with pid {pid}") from None
-        except psutil.AccessDenied:
-            raise PermissionError(f"not allowed to read the memory of process {pid}") from None
-        try:
-            open(f"/proc/{pid}/smaps_rollup", "rb").close()
-        except PermissionError:
-            # statm is readable by anyone, smaps only by the owner: without it the tree's
-            # children and shared pages cannot be counted right.
-            raise PermissionError(f"not allowed to read the memory of process {pid} "
-                                  f"({_why_not_readable(self.root)})") from None
-        except OSError:
-            pass  # no smaps_rollup on this kernel: RSS it is
-        self.pid = pid
-        self._procs: list = [self.root]
-        self._found_at = -CHILDREN_REFRESH
 
-    def members(self) -> dict[int, int]:
-        """{pid: bytes} of the root and each descendant alive now."""
-        if self.descendants_only:
-            out = self._read(self._find())
-            if not out:  # those known have ended: any left that are not known yet?
-                self._found_at = -CHILDREN_REFRESH
-                out = self._read(self._find())
+    def read(self) -> dict[int, int]:
+        """{pid: bytes} of the root and each descendant alive at the last reading (a new
+        reading when one is due)."""
+        try:
+            readings = self.members.poll()
+        except self._psutil.NoSuchProcess:
+            raise ProcessLookupError(f"process {self.pid} has ended") from None
+        if readings is None:
+            return self._last
+        out = {pid: r.pss or r.rss for pid, r in readings.items()}
+        if self.descendants_only and not out:
+            # Those known have ended: any left that were not found yet?
+            out = {pid: r.pss or r.rss for pid, r in (self.members.poll(at_once=True) or {}).items()}
             if not out:
                 raise ProcessLookupError(f"every process started by process {self.pid} has ended")
-            return out
-        out = self._read(self._find())
-        if not out.get(self.pid):
+        elif not out.get(self.pid):
             # No memory at all: the root has exited and waits for its parent to collect its
             # exit status (a zombie). Counting it as 0 bytes would draw a false cliff.
             raise ProcessLookupError(f"process {self.pid} has ended")
-        return out
-
-    def _find(self) -> list:
-        """The members known, looked for again every ``CHILDREN_REFRESH`` seconds."""
-        if time.monotonic() - self._found_at >= CHILDREN_REFRESH:
-            try:
-                found = self.root.children(recursive=True)
-            except self._psutil.NoSuchProcess:
-                raise ProcessLookupError(f"process {self.pid} has ended") from None
-            self._procs = found if self.descendants_only else [self.root, *found]
-            self._found_at = time.monotonic()
-        return self._procs
-
-    def _read(self, procs: list) -> dict[int, int]:
-        """{pid: bytes} of those of ``procs`` that hold memory (not zombies)."""
-        out = {}
-        for p in procs:
-            try:
-                value = _pss(p.pid) or int(p.memory_info().rss)
-            except self._psutil.NoSuchProcess:
-                if p is self.root:
-                    raise ProcessLookupError(f"process {self.pid} has ended") from None
-                continue
-            if value or p is self.root:
-                out[p.pid] = value
+        self._last = out
         return out
 
     def rss(self) -> int:
-        return sum(self.members().values())
+        return sum(self.read().values())
 
 
 def kernel_thread(pid: int) -> bool:
@@ -155,17 +134,3 @@ def _why_not_readable(proc) -> str:
     if owner != os.geteuid():
         return "it belongs to another user"
     return "the system does not allow it, though it is this user's"
-
-
-def _pss(pid: int) -> int | None:
-    """PSS from ``/proc/PID/smaps_rollup`` (the kernel sums it: far cheaper than parsing
-    ``smaps``), or None where it cannot be read."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
-            text = f.read()
-    except OSError:
-        return None
-    i = text.find(b"\nPss:")
-    if i < 0:
-        return None
-    return int(text[i + 5 : text.index(b"kB", i)]) * 1024

@@ -28,7 +28,8 @@ from ..stages import Stage, StageSession, session
 from . import sampler
 from .attribution import Tracker, find_step_code
 from .budget import Budget, planned_seconds
-from .children import WithChildren
+from .children import WithChildren, child_results
+from .copying import as_attribution, copy_on_write, tree_growth
 from .guard import MemoryGuard, MemoryGuardTripped
 from .interrupts import Interrupts
 from .kinds import StopReason
@@ -245,10 +246,12 @@ class Watch:
             self._sampler = sampler.Sampler(hz=self.source.hz, read=self.source.rss,
                                             guard=self._guard.check, on_trip=self._guard.trip).start()
             self._t0 = self._sampler.t0  # one clock for samples and iteration records
+            if self._children is not None:
+                self._children.t0 = self._t0
             self._meter = Meter(self._sampler, self._guard, self._t0, self.source, self.spec)
             if self.observers:
-                self._publisher = Publisher(self.observers, self._sampler.buffer,
-                                            lambda: self.stages).start()
+                self._publisher = Publisher(self.observers, self._sampler.buffer, lambda: self.stages,
+                                            lambda: self._children.latest if self._children else None).start()
             for ob in self.observers:
                 ob.on_start(self)
             if self.tracker is not None:
@@ -400,14 +403,14 @@ def _result_of(watch: Watch) -> WatchResult:
     if watch.stopped == "memory-guard" and guard is not None and guard.reason:
         notes.append(f"Stopped by the memory guard: {guard.reason}.")
     t, v = watch._sampler.series() if watch._sampler is not None else (np.zeros(0), np.zeros(0))
-    children = watch._children
+    members = watch.source.members
     result = WatchResult(
         spec=watch.spec, verdict=watch.verdict, stopped=watch.stopped, error=watch.error,
         error_iteration=watch.error_iteration, error_traceback=watch.error_traceback,
         samples=np.column_stack([t, v.astype(np.float64)]) if t.size else np.zeros((0, 2)),
         stages=watch.stages, stage_notes=notes, elapsed=watch.elapsed,
         baseline_rss=watch.baseline_rss, _log=watch.log,
-        children=children.results(watch.log, watch._t0) if children is not None else [],
+        children=child_results(members.members.values(), watch.log, watch._t0) if members is not None else [],
     )
     if watch.tracker is not None:
         try:
@@ -415,7 +418,18 @@ def _result_of(watch: Watch) -> WatchResult:
         except Exception as exc:  # the attribution must not lose the result
             result.stage_notes.append(f"Attribution failed: {exc!r}")
         result.device = watch.tracker.device()
+    _explain_copies(result)
     return result
+
+
+def _explain_copies(result: WatchResult) -> None:
+    """Forked children copying what they share with this process: the tree's finding, and the
+    attribution when the copies are the story of the growth (engine/copying.py)."""
+    workers = [c.copying for c in result.children if c.copying is not None]
+    found = copy_on_write(workers, tree_growth(result.column("rss")), leaking=result.verdict.kind == "leak")
+    result.copy_on_write = found
+    if found is not None and found.explains:
+        result.attribution = as_attribution(found, result.attribution)
 
 
 async def _measured_loop(watch: Watch, step: Callable[[], object], pause: Pause) -> None:

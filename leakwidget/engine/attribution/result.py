@@ -188,7 +188,7 @@ class Attribution:
 
     def __str__(self) -> str:
         out = [self.summary or f"Attribution: {self.kind}"]
-        if self.kind != "none":
+        if self.kind not in ("none", "copy-on-write"):  # (copies: this process's heap is not the story)
             out.extend(self._split())
         if self.top_types and self.kind != "none":  # with no growth, census noise is not news
             out.append("Growing Python objects:")

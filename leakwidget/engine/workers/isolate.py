@@ -531,6 +531,9 @@ class IsolatedRun(Elsewhere):
             self.verdict = message[1]
             for ob in self.observers:
                 ob.on_verdict(self.verdict)
+        elif kind == "children":
+            for ob in self.observers:
+                ob.on_children(message[1])
         elif kind == "stages":
             self.stages = list(message[1])
             for ob in self.observers:

@@ -20,6 +20,7 @@ import numpy as np
 
 from ...stages import Stage
 from ..kinds import StopReason
+from ..members import ChildrenReading
 from ..observer import BaseObserver, Observer, RunControl
 from ..records import IterationRecord
 from ..result import WatchResult
@@ -152,6 +153,10 @@ class _Tap(BaseObserver):
     def on_samples(self, t: np.ndarray, rss: np.ndarray) -> None:
         for ob in self._live():
             ob.on_samples(t, rss)
+
+    def on_children(self, reading: ChildrenReading) -> None:
+        for ob in self._live():
+            ob.on_children(reading)
 
     def on_iteration(self, record: IterationRecord) -> None:
         for ob in self._live():

@@ -41,6 +41,7 @@ import numpy as np
 from ...stages import Stage
 from ..attribution import Tracker
 from ..children import adopt_orphans, end_descendants
+from ..members import ChildrenReading
 from ..observer import BaseObserver, RunControl
 from ..records import IterationRecord
 from ..result import WatchResult
@@ -114,6 +115,9 @@ class Streamer(BaseObserver):
     def on_samples(self, t: np.ndarray, rss: np.ndarray) -> None:
         self._flush()
         self._send(("samples", t, rss))
+
+    def on_children(self, reading: ChildrenReading) -> None:
+        self._send(("children", reading))
 
     def on_iteration(self, record: IterationRecord) -> None:
         values = record.values()

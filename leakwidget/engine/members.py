@@ -1,0 +1,178 @@
+"""The processes of a watched tree: found, read on a budget, each with its own bounded series.
+
+A watch of this process reads its descendants (:class:`~.children.WithChildren`); ``leakwidget
+run`` and ``attach`` read a whole tree from outside (:class:`~.sources.ProcessTree`). Both read
+each process's ``/proc/PID/smaps_rollup`` (:mod:`.rollup`: its private and shared memory) through
+one :class:`Members`, which keeps, for each descendant, the series a verdict and the
+copy-on-write test are made from, and the latest round for a live view.
+
+Costs, kept small whatever the tree (``rollup`` has the measurements):
+
+- reading: every ``READ_INTERVAL`` at most, slower as the round gets dearer, so that it takes at
+  most ``READ_SHARE`` of one core;
+- looking for new processes (psutil's scan of every process of the system, ~1–6 ms): only when
+  a process was created somewhere since the last look (the last pid the kernel handed out, in
+  ``/proc/loadavg``, has moved), at most every ``FIND_INTERVAL`` and ``FIND_SHARE`` of a core.
+  A worker is found within about a tenth of a second of its fork, before it has copied much.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from .rollup import CostShare, Rollup, minor_faults, read_rollup
+from .sampler import Series
+
+READ_INTERVAL = 0.1  # seconds between readings of the known processes, at least
+READ_SHARE = 0.05  # of one core, at most, spent reading them
+FIND_INTERVAL = 0.1  # seconds between looks for new processes, at least
+FIND_SHARE = 0.01  # of one core, at most, spent looking
+MAX_MEMBERS = 64  # descendants given their own series (the rest count in the total only)
+SERIES_CAPACITY = 1024  # readings kept per series (then merged pairwise: see sampler.Series)
+
+
+class Member:
+    """One descendant: its series of private and shared memory (seconds: ``perf_counter``)."""
+
+    def __init__(self, pid: int, cmdline: str, number: int, forked: bool) -> None:
+        self.pid = pid
+        self.cmdline = cmdline
+        self.number = number  # 1, 2, ...: the order it was found in ("worker 3")
+        # Its parent is a process of the watched tree: it started out sharing that process's
+        # memory (a fork), and what it copies of it is the tree's growth.
+        self.forked = forked
+        self.private = Series(SERIES_CAPACITY)
+        self.shared = Series(SERIES_CAPACITY)
+        self.faults = Series(SERIES_CAPACITY)  # minor page faults taken so far
+
+
+@dataclass(frozen=True)
+class MemberMemory:
+    """A descendant's memory at one reading (what a live view charts)."""
+
+    pid: int
+    number: int
+    private: int
+    shared: int
+
+
+@dataclass(frozen=True)
+class ChildrenReading:
+    """One round of readings of the descendants; ``t``: seconds since the watch started."""
+
+    t: float
+    members: tuple[MemberMemory, ...]
+
+
+class Members:
+    """The descendants of ``root`` (and ``root`` itself when ``count_root``), read on a budget.
+
+    ``root_watched``: ``root`` is a process of the watched tree (this process; an attached
+    one), so its children are forks of the tree; False for ``leakwidget run``, whose root is
+    leakwidget itself and whose child is the program it started.
+    """
+
+    def __init__(self, root: int, *, count_root: bool, root_watched: bool,
+                 fastest: float = READ_INTERVAL) -> None:
+        import psutil
+
+        self._psutil = psutil
+        self.root = psutil.Process(root)
+        self.count_root = count_root
+        self.root_watched = root_watched
+        self.members: dict[int, Member] = {}
+        self.procs: list = [self.root] if count_root else []  # alive at the last look
+        self.latest: ChildrenReading | None = None
+        self.rounds = 0
+        self._reading = CostShare(READ_SHARE, fastest)
+        self._finding = CostShare(FIND_SHARE, FIND_INTERVAL)
+        self._read_at = self._find_at = 0.0
+        self._last_pid: bytes | None = None
+
+    def next_due(self) -> float:
+        """Seconds until :meth:`poll` would read."""
+        return max(0.0, self._read_at - time.perf_counter())
+
+    def poll(self, t0: float = 0.0, *, at_once: bool = False) -> dict[int, Rollup] | None:
+        """A reading of every process, looking for new ones first when that is due; None when
+        no reading is due yet (the budget: the last one stands). ``at_once``: read and look now,
+        due or not. Raises ``psutil.NoSuchProcess`` when the root has ended. ``t0``: the watch's
+        start (``perf_counter``), for ``latest``."""
+        now = time.perf_counter()
+        if now < self._read_at and not at_once:
+            return None
+        if now >= self._find_at or at_once:
+            self.find()
+        self._reading.begin()
+        readings = self._read(now)
+        self._reading.end()
+        self._read_at = time.perf_counter() + self._reading.interval()
+        self.latest = ChildrenReading(now - t0, tuple(
+            MemberMemory(m.pid, m.number, r.private, r.shared)
+            for pid, r in readings.items() if (m := self.members.get(pid)) is not None))
+        self.rounds += 1
+        return readings
+
+    def find(self) -> None:
+        """Look for new processes (when one was created since the last look)."""
+        last_pid = _last_pid()
+        if last_pid is not None and last_pid == self._last_pid:
+            return  # no process was created on the system since: nothing new to find
+        self._finding.begin()
+        try:
+            found = self.root.children(recursive=True)
+        finally:
+            self._finding.end()
+            self._find_at = time.perf_counter() + self._finding.interval()
+        self._last_pid = last_pid
+        self.procs = [self.root, *found] if self.count_root else found
+        tree = {p.pid for p in self.procs} | ({self.root.pid} if self.root_watched else set())
+        for p in found:
+            if p.pid not in self.members and len(self.members) < MAX_MEMBERS:
+                self.members[p.pid] = self._member(p, tree)
+
+    def _member(self, proc, tree: set[int]) -> Member:
+        ps = self._psutil
+        try:
+            cmd = " ".join(proc.cmdline()) or proc.name()
+        except ps.Error:
+            cmd = "?"
+        try:
+            forked = proc.ppid() in tree
+        except ps.Error:
+            forked = False
+        return Member(proc.pid, cmd, len(self.members) + 1, forked)
+
+    def _read(self, now: float) -> dict[int, Rollup]:
+        out = {}
+        for p in self.procs:
+            reading = read_rollup(p.pid)
+            if reading is None:
+                try:  # smaps closed to us: the RSS, all of it counted as its own
+                    rss = int(p.memory_info().rss)
+                except self._psutil.NoSuchProcess:
+                    if p is self.root:
+                        raise
+                    continue  # ended since the look
+                except self._psutil.Error:
+                    continue
+                reading = Rollup(rss, rss, rss, 0)
+            if not reading.rss and p is not self.root:
+                continue  # a zombie: its memory is gone
+            out[p.pid] = reading
+            member = self.members.get(p.pid)
+            if member is not None:
+                member.private.append(now, reading.private)
+                member.shared.append(now, reading.shared)
+                member.faults.append(now, minor_faults(p.pid) or 0)
+        return out
+
+
+def _last_pid() -> bytes | None:
+    """The last process id the kernel handed out (``/proc/loadavg``'s last field), or None."""
+    try:
+        with open("/proc/loadavg", "rb") as f:
+            return f.read().rsplit(None, 1)[-1]
+    except (OSError, IndexError):
+        return None

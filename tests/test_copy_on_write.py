@@ -1,0 +1,154 @@
+"""Forked workers that copy what they share with their parent: called copy-on-write, not a leak.
+
+Real ``multiprocessing`` workers, forked from this process while it holds a dataset, each read
+their own part of it, a few items per iteration (with a few milliseconds of work, as decoding
+would take). Held as a list of ``bytes`` objects (about a page each), every item a worker reads
+has its reference count written, and the kernel gives the worker its own copy of the page: its
+private memory grows by about what it read while its shared memory falls by as much. Held as
+one NumPy array, reading a row writes nothing of the parent's: no copies. A worker that keeps
+what it allocates is a leak in that worker, whatever the others copy.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+
+import numpy as np
+import pytest
+
+import leakwidget
+
+ITEM = 4063  # bytes: with its header and malloc's, one object per 4 KiB page
+ITEMS = 10_240  # 40 MiB in all
+PER_ITERATION = 8  # items each worker reads per iteration
+WORK_SECONDS = 0.008  # what decoding the items would take
+DATA: list[bytes] | np.ndarray | None = None  # the dataset the forked workers inherit
+STARTED: list = []  # [process, connection, first item, items read, bytes read], ended after each test
+
+
+def serve(conn, leak: int) -> None:
+    """A forked worker: read the items it is sent from the inherited DATA; keep ``leak`` bytes
+    more each time, if asked to."""
+    kept = []
+    while True:
+        job = conn.recv()
+        if job is None:
+            return
+        read = sum(len(DATA[i]) for i in range(*job))
+        if leak:
+            kept.append(np.ones(leak // 8))
+        time.sleep(WORK_SECONDS)
+        conn.send(read)
+
+
+def start(readers: int, leakers: int = 0, leak: int = 0) -> None:
+    ctx = mp.get_context("fork")
+    for w in range(readers + leakers):
+        parent_end, child_end = ctx.Pipe()
+        p = ctx.Process(target=serve, args=(child_end, leak if w >= readers else 0), daemon=True)
+        p.start()
+        STARTED.append([p, parent_end, w * ITEMS // max(readers, 1), 0, 0])
+
+
+def step(_=None) -> None:
+    """Each reader reads its next items, a leaker nothing (it keeps its buffer); all at once."""
+    for w in STARTED:
+        reads = w[2] < ITEMS
+        w[1].send((w[2] + w[3], w[2] + w[3] + PER_ITERATION) if reads else (0, 0))
+        w[3] += PER_ITERATION if reads else 0
+    for w in STARTED:
+        w[4] += w[1].recv()
+
+
+@pytest.fixture(autouse=True)
+def end_workers():
+    global DATA
+    yield
+    for p, conn, *_ in STARTED:
+        try:
+            conn.send(None)
+        except OSError:
+            pass
+        p.join(10)
+        if p.is_alive():
+            p.kill()
+            p.join()
+        conn.close()
+    STARTED.clear()
+    DATA = None
+
+
+def dataset(as_array: bool) -> list[bytes] | np.ndarray:
+    rng = np.random.default_rng(0)
+    items = [rng.bytes(ITEM) for _ in range(ITEMS)]
+    return np.frombuffer(b"".join(items), np.uint8).reshape(ITEMS, ITEM) if as_array else items
+
+
+def watch_readers(readers: int, leakers: int = 0, leak: int = 0):
+    """The watch of ``readers`` workers reading their part of DATA (a quarter each, at most)."""
+    iterations = ITEMS // max(readers, 4) // PER_ITERATION
+    result = leakwidget.watch(step, lambda: start(readers, leakers, leak), iterations=iterations,
+                              widget=False)
+    read = {w[0].pid: w[4] for w in STARTED}
+    return result, read, {c.pid: c for c in result.children}
+
+
+def test_a_list_of_objects_read_by_four_forked_workers_is_called_copy_on_write() -> None:
+    global DATA
+    DATA = dataset(as_array=False)
+    result, read, children = watch_readers(4)
+    assert result.copying and result.attribution.kind == "copy-on-write", str(result)
+    found = result.copy_on_write
+    assert len(found.workers) == 4 and found.at_once == 4, str(result)
+    for pid, nbytes in read.items():
+        copy = children[pid].copying
+        assert copy is not None and copy.copying, str(children[pid])
+        # Each worker's numbers are of the data it read: copies of the pages it touched.
+        assert nbytes / 1.5 <= copy.shared_fall <= nbytes * 1.5, (nbytes, str(children[pid]))
+        assert nbytes / 1.5 <= copy.private_growth <= nbytes * 1.5, (nbytes, str(children[pid]))
+        assert copy.bound > 3 * nbytes  # it shared the whole dataset (and the interpreter)
+        # Its own memory (private + shared) did not grow: not a leak in the worker.
+        assert children[pid].verdict.kind != "leak", str(children[pid])
+    summary = result.summary
+    assert summary.startswith(f"Copy-on-write: worker {found.workers[0].number}'s private memory grew ")
+    assert "while its shared memory fell by" in summary
+    assert "Python reference counts write to every object read" in summary
+    assert "with 4 workers that is up to 4\u00d7 the dataset" in summary
+    text = str(result)
+    assert "a plateau per worker, not a leak" in text
+    for advice in ("NumPy arrays", "Arrow", "one bytes buffer", "gc.freeze()", "fewer workers", "spawn"):
+        assert advice in text, advice
+    assert result.to_dict()["copy_on_write"]["workers"][0]["copying"] is True
+
+
+def test_the_same_data_as_one_numpy_array_is_not_copied() -> None:
+    global DATA
+    DATA = dataset(as_array=True)
+    result, read, children = watch_readers(4)
+    assert sum(read.values()) == ITEMS * ITEM  # every item was read, as from the list
+    assert result.copy_on_write is None, str(result)
+    for pid in read:
+        copy = children[pid].copying
+        assert copy is not None and not copy.copying and not copy.missing, str(children[pid])
+        assert abs(copy.shared_fall) < ITEMS * ITEM / 4 / 10  # under a tenth of what it read
+    assert result.attribution is None or result.attribution.kind != "copy-on-write"
+
+
+def test_a_worker_that_leaks_is_a_leak_in_that_worker_beside_one_that_copies() -> None:
+    global DATA
+    DATA = dataset(as_array=False)
+    leak = 256 * 1024
+    result, read, children = watch_readers(1, leakers=1, leak=leak)
+    reader, leaker = (children[w[0].pid] for w in STARTED)
+    assert leaker.verdict.kind == "leak", str(leaker)
+    assert leaker.verdict.slope == pytest.approx(leak, rel=0.2)
+    assert leaker.copying is not None and not leaker.copying.copying, str(leaker)
+    assert reader.copying.copying and reader.verdict.kind != "leak", str(reader)
+    # The leak is bigger than the copies: the watch says leak, and names the copies beside it.
+    assert result.verdict.kind == "leak" and not result.copying, str(result)
+    assert result.attribution.kind != "copy-on-write"
+    assert result.summary.startswith("Leak")
+    text = str(result)
+    assert f"Child process pid {leaker.pid}" in text and "leak of" in text
+    assert "something else leaks too" in text
