@@ -103,7 +103,7 @@ class Members:
         if now < self._read_at and not at_once:
             return None
         if now >= self._find_at or at_once:
-            self.find()
+            self.find(force=at_once)
         self._reading.begin()
         readings = self._read(now)
         self._reading.end()
@@ -114,10 +114,10 @@ class Members:
         self.rounds += 1
         return readings
 
-    def find(self) -> None:
-        """Look for new processes (when one was created since the last look)."""
+    def find(self, force: bool = False) -> None:
+        """Look for new processes (when one was created since the last look, or ``force``)."""
         last_pid = _last_pid()
-        if last_pid is not None and last_pid == self._last_pid:
+        if not force and last_pid is not None and last_pid == self._last_pid:
             return  # no process was created on the system since: nothing new to find
         self._finding.begin()
         try:

@@ -97,9 +97,9 @@ class ProcessTree:
         if readings is None:
             return self._last
         out = {pid: r.pss or r.rss for pid, r in readings.items()}
-        if self.descendants_only and not out:
-            # Those known have ended: any left that were not found yet?
-            out = {pid: r.pss or r.rss for pid, r in (self.members.poll(at_once=True) or {}).items()}
+        if self.descendants_only:
+            if not out:  # those known have ended: any left that were not found yet?
+                out = {pid: r.pss or r.rss for pid, r in (self.members.poll(at_once=True) or {}).items()}
             if not out:
                 raise ProcessLookupError(f"every process started by process {self.pid} has ended")
         elif not out.get(self.pid):
