@@ -488,7 +488,9 @@ def _print_report(result: WatchResult, waiter: Waiter) -> None:
     from .report.rates import rates
 
     v = result.verdict
-    _say(v.summary)
+    _say(result.summary)  # (forked workers copying what they share: the copies, first)
+    if result.copying:
+        _say(result.tree_summary)
     r = rates(v, result.column("index"), result.column("end"))
     what = "marks" if waiter.marking else f"{waiter.interval:g} s windows"
     if result.iteration_count >= 2 and v.kind != "stable":
@@ -498,6 +500,9 @@ def _print_report(result: WatchResult, waiter: Waiter) -> None:
     if rss.size:
         line += "; " + rss_travel(result.baseline_rss, rss[0], rss[-1], result.column("peak_rss").max())
     _say(line + ".")
+    if result.copy_on_write is not None:  # what bounds the copies, each worker's, what to change
+        for said in result.copy_on_write.lines()[1 if result.copying else 0:]:
+            _say(said)
     for note in result.stage_notes:
         _say(note)
 

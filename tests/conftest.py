@@ -31,7 +31,7 @@ TF_FILES = {"test_bisect.py", "test_stages_tfdata.py", "test_keras.py", "test_na
             "test_holding.py"}
 # Whole files of multi-second runs: worker processes, programs under the CLI, pytest in pytest.
 SLOW_FILES = {"test_cluster.py", "test_compare.py", "test_holding.py", "test_cli.py", "test_isolate.py",
-              "test_children.py", "test_pytest_plugin.py"}
+              "test_children.py", "test_pytest_plugin.py", "test_copy_on_write.py"}
 # Fixtures that start a kernel, a JupyterLab or a TensorFlow pipeline.
 KERNEL_FIXTURES = {"front", "kernel", "kernel_env", "lab", "open_notebook"}
 TF_FIXTURES = {"tfrecords", "model"}

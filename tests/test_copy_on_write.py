@@ -131,7 +131,9 @@ def test_the_same_data_as_one_numpy_array_is_not_copied() -> None:
     for pid in read:
         copy = children[pid].copying
         assert copy is not None and not copy.copying and not copy.missing, str(children[pid])
-        assert abs(copy.shared_fall) < ITEMS * ITEM / 4 / 10  # under a tenth of what it read
+        # Under a fifth of what it read (libraries' pages other processes map or let go of move
+        # a worker's shared memory by a MiB or so).
+        assert abs(copy.shared_fall) < ITEMS * ITEM / 4 / 5
     assert result.attribution is None or result.attribution.kind != "copy-on-write"
 
 
@@ -152,3 +154,43 @@ def test_a_worker_that_leaks_is_a_leak_in_that_worker_beside_one_that_copies() -
     text = str(result)
     assert f"Child process pid {leaker.pid}" in text and "leak of" in text
     assert "something else leaks too" in text
+
+
+FORKING_PROGRAM = """
+import multiprocessing as mp, os, time
+import leakwidget
+
+DATA = [os.urandom(4063) for _ in range(10_240)]  # 40 MiB of Python objects, a page each
+
+def read(first):
+    time.sleep(0.08)  # what decoding the items would take (6 s of reading: 12 readings a worker
+                      # even when a busy machine slows the readings to a few a second)
+    return sum(len(DATA[i]) for i in range(first, first + 32))
+
+if __name__ == "__main__":
+    with mp.get_context("fork").Pool(4) as pool:
+        for n, _ in enumerate(pool.imap(read, range(0, len(DATA), 32)), 1):
+            if n % 8 == 0:
+                leakwidget.mark()
+"""
+
+
+def test_leakwidget_run_of_a_program_whose_forked_workers_read_a_list_says_copy_on_write(tmp_path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    (tmp_path / "forks.py").write_text(FORKING_PROGRAM)
+    p = subprocess.run([sys.executable, "-m", "leakwidget.cli", "run", "--json", str(tmp_path / "r.json"),
+                        "--", sys.executable, str(tmp_path / "forks.py")],
+                       capture_output=True, text=True, timeout=120)
+    said = p.stderr.splitlines()
+    assert said and said[0].startswith("leakwidget: Copy-on-write: worker "), p.stderr
+    assert "with 4 workers that is up to 4\u00d7 the dataset" in said[0], p.stderr
+    assert said[1].startswith("leakwidget: This process and its workers together: "), p.stderr
+    assert "a plateau per worker, not a leak" in p.stderr and "gc.freeze()" in p.stderr
+    found = json.loads((tmp_path / "r.json").read_text())["copy_on_write"]
+    assert found is not None and len(found["workers"]) == 4, p.stderr
+    # Together the workers copied about the 40 MiB they read between them.
+    copied = sum(w["shared_fall"] for w in found["workers"])
+    assert 40 * 2**20 / 1.5 <= copied <= 40 * 2**20 * 1.5, p.stderr

@@ -13,7 +13,9 @@ How it is decided, for each forked worker (its private and shared memory, :mod:`
 1. **Enough readings**: at least ``MIN_READINGS``; otherwise what is missing is said.
 2. **Its shared memory fell**: its first ``k`` readings against its last ``k`` (``k`` =
    max(6, n/8)), a Mann–Whitney comparison whose Hodges–Lehmann interval of the fall, at 99%,
-   lies above zero — and the fall, from its first reading to the median of its last ``k``, is
+   lies above zero — and the fall, from its first reading to the median of its last
+   ``AT_THE_END`` (a worker copies until it stops reading: the median of the last ``k`` would
+   leave out what it copied in their time), is
    at least ``MIN_COPY``.
 3. **Its private memory rose by about as much** (at least half the fall): the pages it no longer
    shares came back as its own — copies — rather than being let go of.
@@ -44,6 +46,7 @@ from .units import format_bytes
 from .verdict.constants import Z99
 
 MIN_READINGS = 12  # readings of a worker before anything is decided (6 at each end)
+AT_THE_END = 3  # readings whose median is a worker's memory at the end (one may be its exit)
 MIN_COPY = 4 * 1024 * 1024  # a worker's shared memory must fall at least this much
 ABOUT_AS_MUCH = 0.5  # its private memory must rise by at least this share of the fall
 EXPLAINS = 0.5  # the copies are the story when they are at least this share of the tree's growth
@@ -66,7 +69,7 @@ class WorkerCopy:
     pid: int
     number: int  # "worker 3": the order the watch found it in
     readings: int = 0
-    private_growth: float = 0.0  # from its first reading to the median of its last ones
+    private_growth: float = 0.0  # from its first reading to the median of its last ``AT_THE_END``
     shared_fall: float = 0.0
     fall_low: float = -math.inf  # Hodges–Lehmann interval of the fall, first vs last readings
     fall_high: float = math.inf
@@ -120,14 +123,15 @@ def worker_copy(pid: int, number: int, t: np.ndarray, private: np.ndarray, share
         return found
     k = max(MIN_READINGS // 2, n // 8)
     private, shared = private.astype(float), shared.astype(float)
-    found.private_growth = float(np.median(private[-k:]) - private[0])
-    found.shared_fall = float(shared[0] - np.median(shared[-k:]))
+    end = AT_THE_END
+    found.private_growth = float(np.median(private[-end:]) - private[0])
+    found.shared_fall = float(shared[0] - np.median(shared[-end:]))
     low, high = shift_interval(-shared[:k], -shared[-k:])
     found.fall_low, found.fall_high = low, high
     if faults is not None and faults.any():
         own = private + shared  # its RSS: what it holds, copies or not
-        grew = max(0.0, float(np.median(own[-k:]) - own[0]))
-        found.faulted = float(np.median(faults[-k:]) - faults[0]) * PAGE_SIZE - grew
+        grew = max(0.0, float(np.median(own[-end:]) - own[0]))
+        found.faulted = float(np.median(faults[-end:]) - faults[0]) * PAGE_SIZE - grew
     found.copying = (low > 0 and found.shared_fall >= MIN_COPY
                      and found.private_growth >= ABOUT_AS_MUCH * found.shared_fall
                      and (found.faulted is None or found.faulted >= ABOUT_AS_MUCH * found.shared_fall))
