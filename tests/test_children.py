@@ -14,6 +14,7 @@ import time
 import numpy as np
 import psutil
 import pytest
+from conftest_workers import end_pipe_workers
 
 import leakwidget
 from leakwidget.engine.children import WithChildren
@@ -59,17 +60,7 @@ def feed(procs) -> None:
 @pytest.fixture(autouse=True)
 def end_workers():
     yield
-    for p, conn in STARTED:
-        try:
-            conn.send(None)
-        except OSError:
-            pass
-        p.join(10)
-        if p.is_alive():
-            p.kill()
-            p.join()
-        conn.close()
-    STARTED.clear()
+    end_pipe_workers(STARTED)
 
 
 @pytest.mark.parametrize("isolate", [False, True], ids=["this-process", "isolated"])

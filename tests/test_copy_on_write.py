@@ -16,6 +16,7 @@ import time
 
 import numpy as np
 import pytest
+from conftest_workers import end_pipe_workers
 
 import leakwidget
 
@@ -65,17 +66,7 @@ def step(_=None) -> None:
 def end_workers():
     global DATA
     yield
-    for p, conn, *_ in STARTED:
-        try:
-            conn.send(None)
-        except OSError:
-            pass
-        p.join(10)
-        if p.is_alive():
-            p.kill()
-            p.join()
-        conn.close()
-    STARTED.clear()
+    end_pipe_workers(STARTED)
     DATA = None
 
 
