@@ -61,7 +61,9 @@ class Replayed:
     spec: WatchSpec = field(default_factory=lambda: WatchSpec(step=lambda: None))  # a repeatable step
 
     # What the result says of itself, read as a real WatchResult reads it.
+    copy_on_write = None  # (no recorded run has forked workers)
     retention = WatchResult.retention
+    copying = WatchResult.copying
     summary = WatchResult.summary
 
     def column(self, name: str) -> np.ndarray:
