@@ -182,6 +182,8 @@ def test_leakwidget_run_of_a_program_whose_forked_workers_read_a_list_says_copy_
     assert "a plateau per worker, not a leak" in p.stderr and "gc.freeze()" in p.stderr
     found = json.loads((tmp_path / "r.json").read_text())["copy_on_write"]
     assert found is not None and len(found["workers"]) == 4, p.stderr
+    # Its workers are numbered among themselves (the program is not one of them).
+    assert sorted(w["number"] for w in found["workers"]) == [1, 2, 3, 4], p.stderr
     # Together the workers copied about the 40 MiB they read between them.
     copied = sum(w["shared_fall"] for w in found["workers"])
     assert 40 * 2**20 / 1.5 <= copied <= 40 * 2**20 * 1.5, p.stderr

@@ -40,7 +40,9 @@ class Member:
     def __init__(self, pid: int, cmdline: str, number: int, forked: bool) -> None:
         self.pid = pid
         self.cmdline = cmdline
-        self.number = number  # 1, 2, ...: the order it was found in ("worker 3")
+        # 1, 2, ...: the order it was found in among the forked ones ("worker 3"), or among the
+        # others (under ``run``, the program itself is not one of its workers).
+        self.number = number
         # Its parent is a process of the watched tree: it started out sharing that process's
         # memory (a fork), and what it copies of it is the tree's growth.
         self.forked = forked
@@ -144,7 +146,8 @@ class Members:
             forked = proc.ppid() in tree
         except ps.Error:
             forked = False
-        return Member(proc.pid, cmd, len(self.members) + 1, forked)
+        number = 1 + sum(m.forked == forked for m in self.members.values())
+        return Member(proc.pid, cmd, number, forked)
 
     def _read(self, now: float) -> dict[int, Rollup]:
         out = {}
