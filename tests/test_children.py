@@ -18,6 +18,7 @@ from conftest_workers import end_pipe_workers
 
 import leakwidget
 from leakwidget.engine.children import WithChildren
+from leakwidget.engine.observer import BaseObserver
 from leakwidget.engine.rollup import read_rollup
 from leakwidget.engine.sources import THIS_PROCESS
 
@@ -57,6 +58,16 @@ def feed(procs) -> None:
     time.sleep(0.002)
 
 
+class Readings(BaseObserver):
+    """The readings of the children a watch sends its observers as it runs."""
+
+    def __init__(self) -> None:
+        self.readings: list = []
+
+    def on_children(self, reading) -> None:
+        self.readings.append(reading)
+
+
 @pytest.fixture(autouse=True)
 def end_workers():
     yield
@@ -67,7 +78,9 @@ def end_workers():
 def test_a_leaking_child_gets_its_own_leak_verdict_and_counts_in_the_total(isolate: bool) -> None:
     me = psutil.Process()
     rss0 = me.memory_info().rss
-    result = leakwidget.watch(feed, start_workers, seconds=6, widget=False, isolate=isolate)
+    live = Readings()
+    result = leakwidget.watch(feed, start_workers, seconds=6, widget=False, isolate=isolate,
+                              observers=[live])
     workers = [c for c in result.children if "multiprocessing.spawn" in c.cmdline]
     assert len(workers) == 2, [(c.pid, c.cmdline) for c in result.children]
     kinds = sorted(c.verdict.kind for c in workers)
@@ -85,6 +98,11 @@ def test_a_leaking_child_gets_its_own_leak_verdict_and_counts_in_the_total(isola
     if not isolate:
         assert me.memory_info().rss - rss0 < (result.column("rss")[-1] - result.baseline_rss) / 4
     assert "Child process pid" in str(result)
+    # Each child's private and shared memory reached the observers while the watch ran (from
+    # the worker process too), for a live view of each worker's memory.
+    seen = {m.pid for reading in live.readings for m in reading.members}
+    assert {c.pid for c in workers} <= seen and len(live.readings) >= 10, seen
+    assert all(m.private > 0 and m.shared > 0 for m in live.readings[-1].members)
 
 
 def test_a_process_without_children_reports_none() -> None:
