@@ -187,3 +187,38 @@ def test_leakwidget_run_of_a_program_whose_forked_workers_read_a_list_says_copy_
     # Together the workers copied about the 40 MiB they read between them.
     copied = sum(w["shared_fall"] for w in found["workers"])
     assert 40 * 2**20 / 1.5 <= copied <= 40 * 2**20 * 1.5, p.stderr
+
+
+@pytest.mark.tf
+def test_a_keras_pydataset_over_a_list_with_four_multiprocessing_workers_is_called_copy_on_write() -> None:
+    import keras
+
+    from leakwidget.keras import LeakWatch
+
+    global DATA
+    DATA = dataset(as_array=False)
+
+    class Images(keras.utils.PyDataset):
+        """Batches of 32 items of the list, "decoded" (80 ms) by Keras's forked workers."""
+
+        def __len__(self) -> int:
+            return ITEMS // 32
+
+        def __getitem__(self, i: int):
+            time.sleep(0.08)  # 6 s of reading in all: a dozen readings of each worker and more
+            x = np.stack([np.frombuffer(DATA[j], np.uint8)[:16] for j in range(i * 32, i * 32 + 32)])
+            return x.astype("float32"), np.zeros((32, 1), "float32")
+
+    model = keras.Sequential([keras.Input((16,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    cb = LeakWatch()
+    model.fit(Images(workers=4, use_multiprocessing=True), epochs=1, callbacks=[cb], verbose=0)
+    result = cb.result
+    assert result.copying and result.attribution.kind == "copy-on-write", str(result)
+    found = result.copy_on_write
+    assert len(found.workers) == 4 and found.at_once == 4, str(result)
+    # Between them they read the list once, and copied about that much (Keras hands the
+    # batches out as workers finish, so each one's share is not known here).
+    assert ITEMS * ITEM / 1.5 <= found.copied <= ITEMS * ITEM * 1.5, str(result)
+    assert result.summary.startswith("Copy-on-write: worker ")
+    assert "with 4 workers that is up to 4\u00d7 the dataset" in result.summary
