@@ -12,7 +12,7 @@ time until memory runs out. ``run`` watches until the program ends (or ``--secon
 ``--iterations``, after which the program is stopped); ``attach`` until the process ends, the
 budget is spent or Ctrl-C, and leaves the process running.
 
-Exit status: 0 stable or plateau, 1 leak, 2 inconclusive, 3 the program failed (non-zero exit
+Exit status: 0 stable or plateau (or workers copying what they share), 1 leak, 2 inconclusive, 3 the program failed (non-zero exit
 status or killed) or the attached process vanished, 4 bad input (a usage error, no such pid, a
 process of another user, a kernel thread or one leakwidget runs under, a program that is not
 found, an output path that cannot be written or names the same file as another) or an output
@@ -457,6 +457,8 @@ def _conclude(args: argparse.Namespace, result: WatchResult, program: Program, w
         return signals.status()
     if failed:
         return EXIT_PROGRAM_FAILED
+    if result.copying:  # workers copying what they share: bounded, a plateau per worker
+        return EXIT_CODES["plateau"]
     return EXIT_CODES[result.verdict.kind]
 
 

@@ -177,6 +177,7 @@ def test_leakwidget_run_of_a_program_whose_forked_workers_read_a_list_says_copy_
                        capture_output=True, text=True, timeout=120)
     said = p.stderr.splitlines()
     assert said and said[0].startswith("leakwidget: Copy-on-write: worker "), p.stderr
+    assert p.returncode == 0, p.stderr  # bounded copies are a plateau per worker: exit as one
     assert "with 4 workers that is up to 4\u00d7 the dataset" in said[0], p.stderr
     assert said[1].startswith("leakwidget: This process and its workers together: "), p.stderr
     assert "a plateau per worker, not a leak" in p.stderr and "gc.freeze()" in p.stderr
