@@ -39,6 +39,7 @@ COURSE = [
     COURSE_DIR / "03_native_leak.ipynb",
     COURSE_DIR / "04_load_all_vs_stream.ipynb",
     COURSE_DIR / "05_buffers_fill.ipynb",
+    COURSE_DIR / "06_copy_on_write.ipynb",
 ]
 ALL = [QUICKSTART, PITFALLS, ALLOCATORS, *COURSE]
 WITHOUT_OUTPUTS = [QUICKSTART, PITFALLS]
@@ -51,11 +52,16 @@ def notebook_id(path: Path) -> str:
     return path.relative_to(NOTEBOOKS).with_suffix("").as_posix()
 
 
-PROMISE = re.compile(r"\*\*(Verdict|Attribution|Culprit|Best|Answer): (not )?([a-z_-]+(?: alone)?)\*\*")
+PROMISE = re.compile(
+    r"\*\*(Verdict|Attribution|Culprit|Best|Answer|Copy-on-write): (not )?([a-z_-]+(?: alone)?)\*\*"
+)
 KINDS = {
     "verdict": {"leak", "plateau", "stable", "inconclusive"},
-    "attribution": {"python", "native", "allocator", "none"},
+    "attribution": {"python", "native", "allocator", "copy-on-write", "none"},
     "answer": {"fix", "nothing-to-fix", "no-variant-helps", "no-answer"},
+    # **Copy-on-write: yes** / **no**: forked workers copying what they share are (not) the
+    # story of the growth (``result.copying``).
+    "copy-on-write": {"yes", "no"},
 }
 MIN_ITERATIONS = 50  # every watch in the notebooks runs hundreds of iterations when healthy
 PROBE_TAG = "LEAKWIDGET-PROBE "
@@ -72,6 +78,9 @@ def _leakwidget_probe(obj):
         out["iterations"] = len(getattr(obj, "iterations", ()))
         out["stopped"] = getattr(obj, "stopped", None)
         out["error"] = repr(getattr(obj, "error", None))
+    copying = getattr(obj, "copying", None)
+    if isinstance(copying, bool):
+        out["copy-on-write"] = "yes" if copying else "no"
     attribution = getattr(obj, "attribution", None)
     if attribution is not None:
         out["attribution"] = attribution.kind
@@ -370,6 +379,14 @@ def test_promises_are_checked_against_results():
     assert check(best, {"e": {"best": "jemalloc", "answer": "fix"}}) == []
     assert len(check(best, {"e": {"best": "none", "answer": "no-variant-helps"}})) == 2
     assert check([Promise("f", "best", "none", False, 6)], {"f": {"best": "none"}}) == []
+    # Copy-on-write: a run whose workers copy, and one whose workers do not.
+    cow = [Promise("g", "copy-on-write", "yes", False, 7), Promise("h", "copy-on-write", "no", False, 8)]
+    assert check(cow, {"g": {"copy-on-write": "yes"}, "h": {"copy-on-write": "no"}}) == []
+    assert len(check(cow, {"g": {"copy-on-write": "no"}, "h": {"copy-on-write": "yes"}})) == 2
+    assert [(p.what, p.value) for p in promises(nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("%%leakwatch -n 5 -o g\nx"),
+        nbformat.v4.new_markdown_cell("**Copy-on-write: yes**"),
+    ]))] == [("copy-on-write", "yes")]
     # "not leak" from a run that never finished an iteration is no evidence.
     assert check(
         [Promise("b", "verdict", "leak", True, 2)],
