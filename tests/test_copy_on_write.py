@@ -23,7 +23,7 @@ import leakwidget
 ITEM = 4063  # bytes: with its header and malloc's, one object per 4 KiB page
 ITEMS = 10_240  # 40 MiB in all
 PER_ITERATION = 8  # items each worker reads per iteration
-WORK_SECONDS = 0.008  # what decoding the items would take
+WORK_SECONDS = 0.025  # what decoding the items would take (and a run of ~10 s: a dozen readings of each worker even on a busy machine, where one round of readings can take half a second of its CPU share)
 DATA: list[bytes] | np.ndarray | None = None  # the dataset the forked workers inherit
 STARTED: list = []  # [process, connection, first item, items read, bytes read], ended after each test
 

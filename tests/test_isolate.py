@@ -507,6 +507,13 @@ def _started_by_the_step(tmp_path, dies: bool):
     return (done[0] if done else None), pids
 
 
+def _process(pid: int) -> psutil.Process | None:
+    try:
+        return psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return None
+
+
 def _ended(pid: int) -> bool:
     try:
         return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
@@ -521,6 +528,8 @@ def test_processes_in_a_new_session_and_daemons_end_with_the_worker(tmp_path, di
         assert result is not None, "the watch did not end"
         assert len(pids) == 2
         assert result.stopped == ("worker-died" if dies else "seconds"), str(result)
+        # Signalled when the watch ends; a busy machine may take a moment to reap them.
+        psutil.wait_procs([p for p in map(_process, pids) if p is not None], timeout=5)
         left = [pid for pid in pids if not _ended(pid)]
         assert not left, f"left running: {left}"
         if not dies:  # the worker watched them too: the daemon came back to it, its subreaper

