@@ -398,3 +398,26 @@ def test_a_plateau_whose_tail_still_grows_is_not_confident_and_says_so():
     assert "runs out in about" in v.summary
     w = decide(x, flat, durations=np.full(x.size, 0.01), headroom=8 * 1024 * MiB)
     assert w.kind == "plateau" and w.confident and "stopped growing" in w.summary
+
+
+_FIRST_FIT = r"""
+import numpy as np
+from leakwidget.engine import sampler
+from leakwidget.engine.verdict import decide
+x = np.arange(400)
+decide(x, np.full(x.size, 3e8) + (x % 3) * 4096)  # the paths every verdict takes
+y = np.where(x < 200, 3e8, 3e8 + (x - 200) * 65536.0)  # flat, then rising: the onset fit too
+before = sampler.rss()
+decide(x, y)
+print(sampler.rss() - before)
+"""
+
+
+def test_the_verdicts_first_onset_fit_in_a_process_takes_no_library_buffers():
+    # np.polyfit's LAPACK call made OpenBLAS take ~1.8 MiB on its first use in a process: the
+    # first live verdict to fit an onset did it inside the run it judged, and a calm step read
+    # as "Plateau: memory grew by 1.8 MiB". Measured in a fresh process, where it happens.
+    out = subprocess.run([sys.executable, "-c", _FIRST_FIT], capture_output=True, text=True,
+                         timeout=120, check=True)
+    grew = int(out.stdout.split()[-1])
+    assert grew < 512 * KiB, f"the first onset fit took {grew / KiB:.0f} KiB"

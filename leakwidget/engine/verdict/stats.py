@@ -203,10 +203,20 @@ def hinge_fit(x: np.ndarray, y: np.ndarray, kind: Literal["up", "down"]) -> Hing
 
 
 def linear_sse(x: np.ndarray, y: np.ndarray) -> float:
+    """The squared residuals of the least-squares line through (x, y).
+
+    Written out rather than np.polyfit: its LAPACK call (lstsq) makes OpenBLAS take ~1.8 MiB
+    of buffers on its first use in a process, and a live verdict's first use lands inside the
+    run it judges (a calm step read as a plateau of the tool's own memory)."""
     if x.size < 3:
         return 0.0
-    b, a = np.polyfit(x, y, 1)
-    return float(np.sum((y - a - b * x) ** 2))
+    xc, yc = x - x.mean(), y - y.mean()
+    den = float(np.dot(xc, xc))
+    if den <= 0:
+        return float(np.dot(yc, yc))
+    b = float(np.dot(xc, yc)) / den
+    r = yc - b * xc
+    return float(np.dot(r, r))
 
 
 def detect_warmup(index: np.ndarray, rss: np.ndarray) -> int:
