@@ -92,6 +92,10 @@ class Buckets:
         # 10-minute soak as a steady trickle of the kernel's memory (~1 KiB/s, seen with memray).
         self._lo_first = np.ones(capacity + 1, dtype=bool)
         self._keep = np.ones((capacity + 1, 2), dtype=bool)
+        # Where a merge writes (its sums and its masks): fresh, they were 36-44 KiB taken from
+        # the heap at the first merge, a second or so into a fast step's run in a kernel.
+        self._merged = np.ones((9 + extras, capacity // 2))
+        self._odd_wins = np.ones((2, capacity // 2), dtype=bool)
         self.width = 1
         self.closed = 0
         self.total = 0  # points ever appended
@@ -130,17 +134,18 @@ class Buckets:
             self._merge()
 
     def _merge(self) -> None:
-        a, half = self._a, self.capacity // 2
+        a, half, merged = self._a, self.capacity // 2, self._merged
         even, odd = a[:, 0::2], a[:, 1::2]
-        low_odd = odd[self._YLO] < even[self._YLO]
-        high_odd = odd[self._YHI] > even[self._YHI]
-        merged = even + odd  # the sums (a capacity-sized temporary, once per doubling)
+        np.add(even, odd, out=merged)  # the sums
         merged[self._X0] = even[self._X0]
         merged[self._X1] = odd[self._X1]
-        merged[self._XLO] = np.where(low_odd, odd[self._XLO], even[self._XLO])
-        merged[self._YLO] = np.where(low_odd, odd[self._YLO], even[self._YLO])
-        merged[self._XHI] = np.where(high_odd, odd[self._XHI], even[self._XHI])
-        merged[self._YHI] = np.where(high_odd, odd[self._YHI], even[self._YHI])
+        low_odd, high_odd = self._odd_wins
+        np.less(odd[self._YLO], even[self._YLO], out=low_odd)
+        np.greater(odd[self._YHI], even[self._YHI], out=high_odd)
+        for x, y, odd_wins in ((self._XLO, self._YLO, low_odd), (self._XHI, self._YHI, high_odd)):
+            merged[x], merged[y] = even[x], even[y]
+            np.copyto(merged[x], odd[x], where=odd_wins)
+            np.copyto(merged[y], odd[y], where=odd_wins)
         a[:, :half] = merged
         self.closed = half
         self.width *= 2
