@@ -90,6 +90,15 @@ def test_a_list_of_objects_read_by_four_forked_workers_is_called_copy_on_write()
     DATA = dataset(as_array=False)
     result, read, children = watch_readers(4)
     assert result.copying and result.attribution.kind == "copy-on-write", str(result)
+    # The dashboard's headline and the chart's heading say so too: no "Leak", no time until
+    # memory runs out (the copies are bounded by what the workers share).
+    from leakwidget.notebook.banner import final_banner
+    from leakwidget.report.chart import heading
+
+    banner = final_banner(result)
+    assert banner.kind == "plateau" and banner.headline.startswith("Copy-on-write: 4 workers copy"), banner
+    assert "not a leak" in banner.headline and "out of memory" not in banner.headline.lower()
+    assert "Out of memory" not in " ".join(heading(result, 900))
     found = result.copy_on_write
     assert len(found.workers) == 4 and found.at_once == 4, str(result)
     for pid, nbytes in read.items():

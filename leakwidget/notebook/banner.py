@@ -115,8 +115,11 @@ def verdict_headline(v: Verdict, kind: str) -> str:
 
 
 def shown_kind(result: WatchResult) -> str:
-    """The kind the banner shows: the verdict's, or "retention" for a leak of memory the
-    allocator keeps (the attribution found that malloc_trim hands most of it back)."""
+    """The kind the banner shows: the verdict's, "retention" for a leak of memory the
+    allocator keeps (the attribution found that malloc_trim hands most of it back), or
+    "plateau" for workers copying what they share (bounded by it: a plateau per worker)."""
+    if result.copying:
+        return "plateau"
     return "retention" if result.retention else result.verdict.kind
 
 
@@ -132,7 +135,7 @@ def final_banner(result: WatchResult) -> Banner:
     kind = shown_kind(result)
     cols = {k: np.asarray(result.column(k), dtype=float) for k in ("index", "end")}
     sec = pace(cols["index"], cols["end"], float(v.onset if v.onset is not None else v.warmup))
-    headline = verdict_headline(v, kind)
+    headline = result.copy_on_write.headline if result.copying else verdict_headline(v, kind)
     if result.error is not None:
         headline = f"The step raised {type(result.error).__name__} after {result.iteration_count:,} iterations"
     details = [_verdict_sentence(result, kind)]

@@ -106,7 +106,9 @@ def projection_text(verdict: Verdict) -> str:
 def heading(result: Drawable, width_px: float) -> list[str]:
     """The verdict's sentence (and when memory runs out), wrapped on words to the picture."""
     summary = result.summary or result.verdict.kind.capitalize()
-    proj = "" if "runs out" in summary else projection_text(result.verdict)
+    # Copies of what workers share are bounded by it: no time until memory runs out.
+    bounded = "runs out" in summary or getattr(result, "copying", False)
+    proj = "" if bounded else projection_text(result.verdict)
     return textwrap.wrap(f"{summary} {proj}".strip(), width=max(30, int(width_px / _CHAR_PX)))[:4]
 
 
@@ -115,7 +117,8 @@ def draw_chart(fig: Figure, result: Drawable) -> None:
     legend. Anything missing is not drawn, so a run that failed at once still has a picture."""
     t, rss = samples_of(result.samples)
     cols = record_columns(result)
-    kind = "retention" if result.retention else result.verdict.kind
+    kind = ("plateau" if getattr(result, "copying", False)  # a plateau per copying worker
+            else "retention" if result.retention else result.verdict.kind)
     colour = KIND_COLOURS.get(kind, KIND_COLOURS["inconclusive"])
     fig.suptitle("\n".join(heading(result, fig.get_figwidth() * fig.dpi)), x=0.01, ha="left",
                  color=colour, fontsize=11, fontweight="bold")
