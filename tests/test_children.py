@@ -137,3 +137,17 @@ def test_a_forked_childs_shared_pages_are_counted_once() -> None:
     finally:
         tree.stop()
     del big
+
+
+def test_a_reading_that_cost_much_never_leaves_the_next_one_later_than_its_cap() -> None:
+    # A tree's readings are what `leakwidget run` judges: a first reading that cost 1 s of CPU
+    # must not leave the next one for 10 s (a 2 s run of a leaking program read as a plateau).
+    from leakwidget.engine.rollup import CostShare
+    from leakwidget.engine.sources import STALEST
+
+    share = CostShare(0.1, 0.05, STALEST)
+    share.cost = 1.0
+    assert share.interval() == STALEST
+    share.cost = 0.001
+    assert share.interval() == 0.05  # cheap readings: as often as the fastest allows
+    assert CostShare(0.1, 0.05).interval() == 0.05 and STALEST <= 0.25

@@ -18,6 +18,7 @@ Costs, kept small whatever the tree (``rollup`` has the measurements):
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -78,7 +79,7 @@ class Members:
     """
 
     def __init__(self, root: int, *, count_root: bool, root_watched: bool,
-                 fastest: float = READ_INTERVAL) -> None:
+                 fastest: float = READ_INTERVAL, slowest: float = math.inf) -> None:
         import psutil
 
         self._psutil = psutil
@@ -89,7 +90,7 @@ class Members:
         self.procs: list = [self.root] if count_root else []  # alive at the last look
         self.latest: ChildrenReading | None = None
         self.rounds = 0
-        self._reading = CostShare(READ_SHARE, fastest)
+        self._reading = CostShare(READ_SHARE, fastest, slowest)
         self._finding = CostShare(FIND_SHARE, FIND_INTERVAL)
         self._read_at = self._find_at = 0.0
         self._last_pid: bytes | None = None

@@ -19,6 +19,7 @@ keeps such readings to a share of one core, slowing their rate as they grow dear
 
 from __future__ import annotations
 
+import math
 import time
 from typing import NamedTuple
 
@@ -77,9 +78,10 @@ class CostShare:
     seconds later, the cost being a running mean of the last few.
     """
 
-    def __init__(self, share: float, fastest: float) -> None:
+    def __init__(self, share: float, fastest: float, slowest: float = math.inf) -> None:
         self.share = share
         self.fastest = fastest
+        self.slowest = slowest  # what a reading's user cannot wait longer for
         self.cost = 0.0  # seconds of CPU per reading (running mean)
         self.readings = 0
         self._began = 0.0
@@ -95,4 +97,4 @@ class CostShare:
 
     def interval(self) -> float:
         """Seconds until the next reading is due."""
-        return max(self.fastest, self.cost / self.share)
+        return min(max(self.fastest, self.cost / self.share), self.slowest)

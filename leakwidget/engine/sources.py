@@ -37,6 +37,9 @@ class ThisProcess:
 THIS_PROCESS = ThisProcess()
 
 
+STALEST = 0.2  # seconds: the longest a tree's reading stands in for the next one
+
+
 class ProcessTree:
     """Another process and all its descendants, read from outside (psutil).
 
@@ -82,8 +85,12 @@ class ProcessTree:
             except OSError:
                 pass  # no smaps_rollup on this kernel: RSS it is
         try:
+            # What the verdict reads of the tree: a reading at least every STALEST seconds,
+            # whatever one costs (a costly first reading had left a 2 s run of a leaking
+            # program on its first 0.7 s, and called it a plateau).
             self.members = Members(pid, count_root=not descendants_only,
-                                   root_watched=not descendants_only, fastest=1.0 / self.hz)
+                                   root_watched=not descendants_only, fastest=1.0 / self.hz,
+                                   slowest=STALEST)
         except psutil.NoSuchProcess:
             raise ProcessLookupError(f"no process with pid {pid}") from None
 
