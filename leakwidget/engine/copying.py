@@ -145,7 +145,7 @@ class CopyOnWrite:
     workers: list[WorkerCopy]  # those copying, the biggest copy first
     at_once: int  # the most of them alive at the same time
     copied: float  # bytes: their shared memory's falls, summed
-    growth: float  # bytes the tree grew over the run
+    growth: float  # bytes the tree grew over the run (workers' arrival not counted: tree_growth)
     explains: bool = True  # the copies are the story of the growth (see ``EXPLAINS``)
     details: list[str] = field(default_factory=list)
 
@@ -200,17 +200,29 @@ def copy_on_write(workers: Sequence[WorkerCopy], growth: float, leaking: bool) -
         for w in copying[:8])
     if not found.explains:
         found.details.append(f"The copies ({format_bytes(copied)}) are less than half of the "
-                             f"growth ({format_bytes(growth)}): something else leaks too.")
+                             f"growth ({format_bytes(growth)}, workers' start-up not counted): "
+                             "something else leaks too.")
     return found
 
 
-def tree_growth(rss: np.ndarray) -> float:
+def tree_growth(rss: np.ndarray, ends: np.ndarray | None = None,
+                children: Sequence[np.ndarray] = ()) -> float:
     """What the tree's total grew over a run: the median of its last twentieth of iterations
-    less that of its first (one reading at either end is no measure)."""
+    less that of its first (one reading at either end is no measure) — less what workers that
+    started in between brought with them (``children``: each one's (seconds, private bytes)
+    readings, ``ends``: the iterations' end times on the same clock). A worker that starts is
+    in the total from its first reading on, with the private memory it already made (its
+    start-up, the copies made before it was first read); that is its arrival, not growth the
+    copies measured from its first reading have to explain."""
     if rss.size < 2:
         return 0.0
     k = max(1, rss.size // 20)
-    return float(np.median(rss[-k:]) - np.median(rss[:k]))
+    growth = float(np.median(rss[-k:]) - np.median(rss[:k]))
+    if ends is not None and ends.size == rss.size:
+        first, last = ends[k - 1], ends[-k]
+        growth -= sum(float(c[0, 1]) for c in children
+                      if c.size and c[0, 0] > first and c[-1, 0] >= last)
+    return max(growth, 0.0)
 
 
 def tree_sentence(verdict_summary: str) -> str:

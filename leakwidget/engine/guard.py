@@ -7,7 +7,7 @@ flag the loop checks at every iteration end, whatever the step does with excepti
 the step runs, :class:`MemoryGuardTripped` is raised inside it — again every
 ``REINJECT_INTERVAL`` for as long as the step goes on over the limit, so a bare ``except:`` in
 the user's code cannot swallow it for good. Between iterations the loop also refuses to start an
-iteration that, growing like the worst one so far, would cross ``--max-rss``.
+iteration that, growing twice as much as the worst one so far, could cross ``--max-rss``.
 
 What it cannot stop: growth faster than one sample interval can see (a single allocation of
 hundreds of MiB lands before any check), and native code that never returns to Python (the
@@ -25,6 +25,9 @@ from .units import format_bytes
 
 MIN_AVAILABLE_FRACTION = 0.10  # stop when available memory falls under this share of the total
 REINJECT_INTERVAL = 0.05  # seconds between interrupts of a step that goes on over the limit
+# Headroom kept before --max-rss, in multiples of the worst rise of one iteration so far: a noisy
+# step's next rise can exceed every one before it (a Keras batch keeping 4 MiB rose 4-9 MiB).
+RISE_MARGIN = 2
 
 
 class MemoryGuardTripped(BaseException):
@@ -97,8 +100,9 @@ class MemoryGuard:
             _checkpoint()
 
     def before_iteration(self, last_rss: int) -> str | None:
-        """Would one more iteration like the worst so far cross --max-rss? Then stop before it."""
-        if self.max_rss is None or last_rss + self.max_rise < self.max_rss:
+        """Could one more iteration cross --max-rss (growing up to RISE_MARGIN times the worst
+        rise so far)? Then stop before it."""
+        if self.max_rss is None or last_rss + RISE_MARGIN * self.max_rise < self.max_rss:
             return None
         self.reason = (f"the next iteration could take RSS from {format_bytes(last_rss)} over "
                        f"--max-rss {format_bytes(self.max_rss)}")

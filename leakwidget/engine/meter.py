@@ -86,6 +86,10 @@ class Meter:
         self._sampler.offer(t_end - self._t0, rss1)
         blocks, delta, peak, in_use = -1, 0, None, -1
         self._t_end = t_end
+        # The guard's worst rise also counts what grew between iterations (a Keras batch's
+        # data loading runs outside the watched callback), end to end.
+        if self.last_rss is not None and rss1 - self.last_rss > self._guard.max_rise:
+            self._guard.max_rise = rss1 - self.last_rss
         self.last_rss = rss1
         if self._inside:
             peak = self._peak.peak()

@@ -426,7 +426,8 @@ def _explain_copies(result: WatchResult) -> None:
     """Forked children copying what they share with this process: the tree's finding, and the
     attribution when the copies are the story of the growth (engine/copying.py)."""
     workers = [c.copying for c in result.children if c.copying is not None]
-    found = copy_on_write(workers, tree_growth(result.column("rss")), leaking=result.verdict.kind == "leak")
+    growth = tree_growth(result.column("rss"), result.column("end"), [c.samples for c in result.children])
+    found = copy_on_write(workers, growth, leaking=result.verdict.kind == "leak")
     result.copy_on_write = found
     if found is not None and found.explains:
         result.attribution = as_attribution(found, result.attribution)

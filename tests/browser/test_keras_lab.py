@@ -49,12 +49,12 @@ def test_stop_in_the_page_ends_a_running_fit(open_notebook, screenshots):
 
     clicked = time.monotonic()
     stop.click()
-    nb.wait_cell_done(1, timeout_ms=15_000)
-    done = time.monotonic()
-    print(f"Stop clicked -> fit cell done in {done - clicked:.2f}s")
     # Stop lands after the current batch; the cell then computes the final verdict and the
-    # attribution (an object census of a TensorFlow heap).
-    assert done - clicked < 5.0
+    # attribution (an object census of a TensorFlow heap): about 2 s on a quiet machine, 5 s
+    # beside a CPU hog. Without the click the fit runs 100,000 epochs (hours), so the cell
+    # ending within 30 s is the click's doing; how fast is a benchmark, not this test.
+    nb.wait_cell_done(1, timeout_ms=30_000)
+    print(f"Stop clicked -> fit cell done in {time.monotonic() - clicked:.2f}s")
     nb.run_cell(2)
     nb.wait_cell_done(2)
     stopped, flag, epochs = nb.output_text(2).split()

@@ -1,0 +1,43 @@
+"""The copy-on-write rules of engine/copying.py on made-up readings (the live workers are in
+test_copy_on_write.py): what counts as the tree's growth, and when the copies are its story."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from leakwidget.engine.copying import WorkerCopy, copy_on_write, tree_growth
+
+MiB = 1024 * 1024
+
+
+def _run(n: int = 200) -> tuple[np.ndarray, np.ndarray]:
+    ends = np.linspace(0.01, 10.0, n)  # seconds of each iteration's end
+    return ends, np.full(n, 500.0 * MiB)  # the parent, flat
+
+
+def test_a_worker_that_starts_during_the_run_brings_its_start_up_not_growth() -> None:
+    ends, rss = _run()
+    later = ends > 2.0  # a worker is first read at 2 s with 20 MiB private, then copies 10 MiB
+    private = 20 * MiB + 10 * MiB * np.clip((ends[later] - 2.0) / 6.0, 0, 1)  # until 8 s
+    rss[later] += private
+    worker = np.column_stack([ends[later], private])
+    assert tree_growth(rss) == 30 * MiB  # without the workers' readings: all of it
+    # Its arrival (its first reading: 20 MiB and the first copies) is left out.
+    assert tree_growth(rss, ends, [worker]) == 30 * MiB - private[0]
+
+
+def test_a_worker_there_from_the_start_or_gone_before_the_end_brings_nothing_to_subtract() -> None:
+    ends, rss = _run()
+    rss[ends > 5.0] += 40 * MiB  # the parent grows 40 MiB half way
+    early = np.column_stack([ends, np.full(ends.size, 20 * MiB)])  # read from the first iteration
+    gone = np.column_stack([ends[(ends > 2) & (ends < 6)], np.full(int(((ends > 2) & (ends < 6)).sum()), 8 * MiB)])
+    assert tree_growth(rss, ends, [early, gone]) == 40 * MiB
+
+
+def test_copies_that_are_less_than_half_of_a_leaking_trees_growth_are_not_its_story() -> None:
+    worker = WorkerCopy(pid=1, number=1, readings=20, private_growth=9 * MiB, shared_fall=9 * MiB,
+                        fall_low=5 * MiB, fall_high=10 * MiB, bound=300 * MiB, span=(0, 9), copying=True)
+    assert copy_on_write([worker], growth=12 * MiB, leaking=True).explains
+    found = copy_on_write([worker], growth=30 * MiB, leaking=True)
+    assert not found.explains and "something else leaks too" in str(found)
+    assert copy_on_write([worker], growth=30 * MiB, leaking=False).explains  # no leak to explain
