@@ -54,6 +54,11 @@ def _shares_a_module_fixture(item: pytest.Item) -> bool:
     return any(d.scope == "module" for chain in defs.values() for d in chain)
 
 
+# tryfirst: xdist's worker reads the xdist_group marks in its own modifyitems hook, which runs
+# before a conftest's (registered later, called first) unless this one goes first: without it
+# every group was ignored and each module fixture (a kernel, a TensorFlow process) was set up
+# once per xdist worker.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         folder, name = _where(item)
