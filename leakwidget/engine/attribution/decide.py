@@ -10,7 +10,17 @@ from dataclasses import dataclass
 
 from ..units import format_bytes
 from .growth import Growth
-from .result import Attribution, LineGrowth, NativeSite, RefPath, SiteGrowth, TypeGrowth
+from .result import (
+    FROM_BLOCKS,
+    FROM_CENSUS,
+    FROM_TRACEMALLOC,
+    Attribution,
+    LineGrowth,
+    NativeSite,
+    RefPath,
+    SiteGrowth,
+    TypeGrowth,
+)
 
 RETENTION_SHARE = 0.5  # malloc_trim returning at least this share of the growth -> "allocator"
 BUFFER_SHARE = 0.1  # native buffers Python objects own are named from this share of their growth
@@ -80,12 +90,12 @@ def _split(att: Attribution, ev: Evidence) -> None:
     The shares add up to the RSS growth and neither is negative: an estimate above the growth
     (RSS reusing memory freed earlier lags the objects; sizes are estimated from samples) is
     capped at it, and a note gives the estimate."""
-    primary, source = att.blocks_slope * att.bytes_per_block, "allocated blocks"
+    primary, source = att.blocks_slope * att.bytes_per_block, FROM_BLOCKS
     if ev.traced_slope is not None:
         att.traced_slope = ev.traced_slope
-        primary, source = ev.traced_slope, "tracemalloc"
+        primary, source = ev.traced_slope, FROM_TRACEMALLOC
     if ev.census_slope is not None and ev.census_slope > primary:
-        primary, source = ev.census_slope, "object census"
+        primary, source = ev.census_slope, FROM_CENSUS
     growth = max(att.rss_slope, 0.0)
     att.python_slope = min(max(float(primary), 0.0), growth)
     att.python_source = source
@@ -121,7 +131,7 @@ def _classify(att: Attribution, g: Growth, python_growth: float, reclaimed: int)
     # per iteration list of tuples, census +20.5 KiB, trimmed 2.2 MiB against 1.2 MiB grown).
     # Only measured sizes count: blocks × an average block size is an estimate, and threads
     # that each pin an arena leave blocks whose estimate passes for half the growth.
-    alive = att.python_source != "allocated blocks" and python_growth >= 0.5 * growth
+    alive = att.python_source in (FROM_TRACEMALLOC, FROM_CENSUS) and python_growth >= 0.5 * growth
     if att.reclaimed_bytes is not None and reclaimed >= RETENTION_SHARE * growth and not alive:
         att.kind = "allocator"
     elif alive or python_growth >= 0.5 * max(growth - reclaimed, 0.0):

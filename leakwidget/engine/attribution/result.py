@@ -123,6 +123,11 @@ class RefPath:
         return {"target": self.target, "root": self.root, "text": self.text, "length": self.length}
 
 
+# Where the Python share was read: the only estimate (blocks x an average block size) and the
+# two measured ones.
+FROM_BLOCKS, FROM_TRACEMALLOC, FROM_CENSUS = "allocated blocks", "tracemalloc", "object census"
+
+
 @dataclass
 class Attribution:
     kind: AttributionKind = "none"
@@ -131,7 +136,7 @@ class Attribution:
     rss_slope: float = 0.0
     reclaimed_bytes: int | None = None  # RSS that malloc_trim(0) handed back (None: not measured)
     growth_bytes: float = 0.0  # the growth being attributed (trend over the leak, else total)
-    python_source: str = ""  # which estimate the Python slope came from
+    python_source: str = ""  # which estimate the Python slope came from (FROM_*)
     blocks_slope: float = 0.0  # pymalloc blocks / iteration
     bytes_per_block: float = DEFAULT_BYTES_PER_BLOCK
     traced_slope: float | None = None  # tracemalloc bytes / iteration, when tracing
