@@ -28,7 +28,7 @@ import pytest
 # Files whose every test runs TensorFlow; files whose every test starts worker processes or a
 # cluster (seconds each).
 TF_FILES = {"test_bisect.py", "test_stages_tfdata.py", "test_keras.py", "test_native.py",
-            "test_holding.py"}
+            "test_holding.py", "test_retracing.py"}
 # Whole files of multi-second runs: worker processes, programs under the CLI, pytest in pytest.
 SLOW_FILES = {"test_cluster.py", "test_compare.py", "test_holding.py", "test_cli.py", "test_isolate.py",
               "test_children.py", "test_pytest_plugin.py", "test_copy_on_write.py"}

@@ -46,6 +46,7 @@ class Evidence:
     paths: tuple[RefPath, ...] = ()  # what keeps the growing types alive
     native_sites: tuple[NativeSite, ...] = ()  # native=True: memray's window
     native_window: tuple[int, int] | None = None  # the iterations it traced
+    cause: str = ""  # a named cause its own evidence shows (retracing.py), said after the summary
 
 
 def attribute(ev: Evidence) -> Attribution:
@@ -81,6 +82,8 @@ def attribute(ev: Evidence) -> Attribution:
         )
         return att
     _classify(att, g, python_growth, _reclaimed(att, ev))
+    if ev.cause:  # the named cause first: it says what to change
+        att.summary = f"{ev.cause} {att.summary}"
     return att
 
 

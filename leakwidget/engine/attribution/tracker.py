@@ -22,6 +22,7 @@ from .lines import LineReport, require_memory_profiler
 from .native import NativeStacks
 from .paths import find_paths
 from .result import Attribution, RefPath
+from .retracing import Retracing
 from .trace import PHASE_MIN_ITERATIONS, PHASE_SHARE, PHASE_WARMUP, Tracing
 
 # Share of the run's wall time the baseline object census may take (default mode). Without it a
@@ -84,6 +85,7 @@ class Tracker:
         self._gpu = self._gpu_given if self._gpu_given is not None else GpuMemory()
         self._gpu.clear()
         self._native = NativeStacks()
+        self._retracing = Retracing()
         self._warmup: int | None = None
         # What each iteration calls, chosen at the start: in the default mode nothing at all.
         self._hooks: tuple[IterationHook, ...] = ()
@@ -101,6 +103,7 @@ class Tracker:
         if self.native:
             self._native.start(spec)  # fails here, before anything runs, without memray
         self._retention.start()
+        self._retracing.start()
         hooks: list[IterationHook] = []
         if self._tracing.start(self.trace, spec.warmup or 0, defer_tracing):
             hooks.append(self._tracing.on_iteration)
@@ -207,11 +210,9 @@ class Tracker:
 
     def _evidence(self, verdict: Verdict, log: RecordLog) -> Evidence:
         """Ask each collector what it saw; the order matters (see the comments)."""
-        notes = [*self._retention.notes, *self._lines.notes, *self._gpu.notes]
-        if note := self._lines.sampling_note():
-            notes.append(note)
-        lines = tuple(self._lines.result())
-        gpu = self._gpu.result()
+        notes = [*self._retention.notes, *self._lines.notes, *self._gpu.notes,
+                 *filter(None, [self._lines.sampling_note()])]
+        lines, gpu = tuple(self._lines.result()), self._gpu.result()
         growth = measure_growth(verdict, log)
         # memray's window closes (if the run ended inside it) and its file is read after the
         # trim and the final census: reading it allocates symbol tables the trim would return.
@@ -246,6 +247,7 @@ class Tracker:
             top_sites=tuple(sites), lines=lines, gpu=gpu, paths=paths,
             native_sites=window.sites if window is not None else (),
             native_window=(window.first, window.last) if window is not None else None,
+            cause=self._retracing.finish() if growth.grew else "",  # (retracing.py)
         )
 
     def _traced_slope(self, growth: Growth) -> float | None:
