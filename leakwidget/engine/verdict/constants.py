@@ -15,3 +15,5 @@ MIN_LEAK_GROWTH = 1024 * 1024  # a leak must have added at least this much durin
 BLOCK_BYTES = 64  # a typical pymalloc block (objects of 49–64 B): turns block counts into bytes
 MIN_RISES_UNEXPLAINED = 12  # rises growth needs when nothing in use grows with it (see 3.)
 LIVE_SHARE = 0.25  # growth is "in use" when malloc's bytes or Python's blocks grow this fast
+STEP_BUCKETS = 100  # stretches of a leak's second half whose rises are counted (growth.py)
+STEPWISE_SHARE = 0.12  # a leak rising in fewer than this share of them is not sure yet

@@ -136,7 +136,7 @@ def rss_leak(ev: Evidence) -> Finding | None:
         warmup=ev.window.warmup,
         iterations=ev.window.iterations,
         confident=(tr.low_decide > 0 and h2.low99 > 0 and (x[-1] - onset) >= 12
-                   and not decelerating),
+                   and not decelerating and not chosen.stepwise),
         fit=fit + _trend_line(now, since, float(x[-1])),
     )
     if isinstance(story, Slowing):
