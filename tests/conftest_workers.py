@@ -57,5 +57,9 @@ class Keepers:
         for _p, conn in self.started:
             conn.recv()
 
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p, _conn in self.started]
+
     def end(self) -> None:
         end_pipe_workers(self.started)

@@ -192,14 +192,17 @@ def test_a_result_with_workers_charts_each_ones_private_memory_beside_the_total(
     workers = Keepers([64 * 1024, 192 * 1024, 320 * 1024])  # per iteration, each its own pace
     try:
         result = Watch(WatchSpec(step=workers.step, setup=workers.start, iterations=150), []).run()
+        pids = workers.pids
     finally:
         workers.end()
-    assert sorted(c.number for c in result.children) == [1, 2, 3], str(result)
+    # (The process may have other children: a resource tracker an earlier pool left, flat.)
+    mine = [c for c in result.children if c.pid in pids]
+    assert len(mine) == 3 and len(result.children) <= MAX_LINES, str(result)
     fig = drawn(result)
     memory, steps, own = fig.axes  # the workers' on a right-hand axis of their own
     lines = worker_lines(fig)
-    assert sorted(lines) == ["worker 1", "worker 2", "worker 3"]
-    for c in result.children:  # each line is its worker's private memory
+    assert sorted(lines) == sorted(f"worker {c.number}" for c in result.children)
+    for c in mine:  # each line is its worker's private memory
         assert np.max(lines[f"worker {c.number}"]) == pytest.approx(c.samples[:, 1].max() / MIB)
     # The same MiB per pixel on both axes: the workers' climbs and the total's compare.
     assert np.diff(memory.get_ylim()) == pytest.approx(np.diff(own.get_ylim()))
@@ -209,7 +212,7 @@ def test_a_result_with_workers_charts_each_ones_private_memory_beside_the_total(
     assert rss.get_label() == "total: this process + its children"
     (legend,) = by_gid(fig, "leakwidget-legend")
     labels = [x.get_text() for x in legend.get_texts()]
-    assert {"worker 1", "worker 2", "worker 3", "total: this process + its children"} <= set(labels)
+    assert {*lines, "total: this process + its children"} <= set(labels)
     renderer = fig.canvas.get_renderer()
     box = legend.get_window_extent(renderer)
     for ax in (memory, steps):
@@ -220,9 +223,10 @@ def test_a_result_with_workers_charts_each_ones_private_memory_beside_the_total(
     assert {k: v.tolist() for k, v in worker_lines(saved).items()} == {k: v.tolist() for k, v in lines.items()}
     # Ten children: the eight that grew most are drawn, the others counted in the legend; a
     # worker the copy-on-write test found copying is marked so.
-    doc["children"] = [dict(doc["children"][i % 3], number=n + 1, copying={"copying": n == 9},
-                            samples=[[t, v * (n + 1)] for t, v in doc["children"][i % 3]["samples"]])
-                       for i, n in enumerate(range(10))]
+    base = [c for c in doc["children"] if c["pid"] in pids]
+    doc["children"] = [dict(base[n % 3], number=n + 1, copying={"copying": n == 9},
+                            samples=[[t, v * (n + 1)] for t, v in base[n % 3]["samples"]])
+                       for n in range(10)]
     ten = drawn(SavedRun(doc))
     assert len(worker_lines(ten)) == MAX_LINES and "worker 10 (copying)" in worker_lines(ten)
     (legend,) = by_gid(ten, "leakwidget-legend")

@@ -136,6 +136,11 @@ def test_a_list_of_objects_read_by_four_forked_workers_is_called_copy_on_write()
         draw_chart(fig, result)
         drawn = fig.findobj(lambda a: str(a.get_gid()).startswith("leakwidget-worker-"))
         assert sorted(a.get_label() for a in drawn) == copying
+    # Its page (rendered from the saved form, as `leakwidget report` does) says the same.
+    from leakwidget.report.html import PAGE
+
+    page = PAGE.render(result)
+    assert 'data-kind="plateau"' in page and "Copy-on-write: worker" in page
 
 
 def test_the_same_data_as_one_numpy_array_is_not_copied() -> None:

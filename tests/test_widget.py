@@ -906,14 +906,18 @@ def test_each_workers_private_memory_is_drawn_beside_the_trees_total_the_eight_t
     d = Dashboard()
     try:
         result = leakwidget.watch(workers.step, workers.start, iterations=150, widget=d)
+        pids = workers.pids
     finally:
         workers.end()
+    # (The process may have other children: a resource tracker an earlier pool left, flat.)
     by_number = {c.number: c for c in result.children}
-    assert sorted(by_number) == list(range(1, 11)), str(result)
+    numbers = {c.pid: c.number for c in result.children}
+    assert set(pids) <= set(numbers), str(result)
     lines = d.charts.workers
     # At most eight lines, of the workers that grew most; the others counted under the legend.
-    assert [e["label"] for e in lines.entries] == [f"worker {n}" for n in range(3, 11)], lines.entries
-    assert d.legend.workers == lines.entries and d.legend.workers_note == "+2 more workers not shown"
+    assert sorted(e["label"] for e in lines.entries) == sorted(f"worker {numbers[p]}" for p in pids[2:])
+    assert d.legend.workers == lines.entries
+    assert d.legend.workers_note == f"+{len(result.children) - MAX_LINES} more workers not shown"
     x, y = np.asarray(lines.mark.x), np.asarray(lines.mark.y)
     assert y.shape == x.shape and y.shape[0] == MAX_LINES and y.shape[1] <= 2 * BUCKETS  # bounded
     assert list(lines.mark.colors) == [e["colour"] for e in lines.entries]
@@ -923,8 +927,9 @@ def test_each_workers_private_memory_is_drawn_beside_the_trees_total_the_eight_t
         # Its line is its private memory's change since its first reading in the run.
         grew = growth_of(child.samples[:, 0], child.samples[:, 1], start)[1] / MIB
         assert grew > 1 and np.nanmax(y[row]) == pytest.approx(grew, rel=0.02), (entry, grew)
-    # Worker 10 grew about ten times as much as worker 1 did per iteration: the lines say so.
-    assert np.nanmax(y[-1]) > 2 * np.nanmax(y[0])
+    # The biggest keeper grew over three times as much as the third: the lines say so.
+    top = {e["label"]: np.nanmax(y[row]) for row, e in enumerate(lines.entries)}
+    assert top[f"worker {numbers[pids[-1]]}"] > 2 * top[f"worker {numbers[pids[2]]}"]
     # The run's line is the tree's total: it rose by at least what the drawn workers did together,
     # and the scale holds every line.
     (series,) = d.series

@@ -4,7 +4,7 @@ A watch of a process with children samples the tree's total (the run's line on t
 the children's readings arrive through ``on_children`` (a :class:`ChildrenReading` about ten
 times a second, from any process the watch runs in). :class:`WorkerLines` keeps each child's
 private memory in its own :class:`~leakwidget.report.decimate.Buckets` and draws the change of
-each since its first reading in the run, on the run's own scales, as one bqplot ``Lines`` mark
+each since the run began (:func:`~leakwidget.report.workers.run_from`), on the run's own scales, as one bqplot ``Lines`` mark
 of up to :data:`~leakwidget.report.workers.MAX_LINES` lines (one message per redraw; rows padded
 with NaN, which bqplot leaves undrawn). Which lines, their labels and colours:
 :mod:`leakwidget.report.workers`. At the end of a run the lines are redrawn from the result's
@@ -27,7 +27,15 @@ from ..engine.children import ChildResult
 from ..engine.members import MAX_MEMBERS, ChildrenReading
 from ..report.colours import MIB
 from ..report.decimate import Buckets
-from ..report.workers import WORKER_COLOURS, child_label, growth_of, label, largest, not_shown
+from ..report.workers import (
+    WORKER_COLOURS,
+    child_label,
+    growth_of,
+    label,
+    largest,
+    not_shown,
+    run_from,
+)
 
 BUCKETS = 128  # per child: 256 points at most per line
 MAX_TRACKED = MAX_MEMBERS  # children given their own buckets (the engine reads no more)
@@ -96,8 +104,8 @@ class WorkerLines:
         return tracked
 
     def draw(self, start: float | None, t_end: float | None = None) -> None:
-        """The lines of the children that grew most, as change since each one's first reading
-        at or after ``start`` (the end of the setup); ``t_end``: readings after it are left out
+        """The lines of the children that grew most, as change since ``start`` (the end of the
+        setup; see ``report.workers.run_from``); ``t_end``: readings after it are left out
         (the watch's own end)."""
         lines = {}
         for pid, c in self.children.items():
@@ -108,7 +116,7 @@ class WorkerLines:
             if t.size:
                 lines[pid] = (t, v)
         growth = {pid: growth_of(t, v, start) for pid, (t, v) in lines.items()}
-        shown = largest({pid: g[1] for pid, g in growth.items()})
+        shown = largest({pid: g[1] for pid, g in growth.items()})  # none while all are flat
         width = max((lines[p][0].size for p in shown), default=0)
         x = np.full((len(shown), width), np.nan, np.float32)
         y = np.full((len(shown), width), np.nan, np.float32)
@@ -117,8 +125,7 @@ class WorkerLines:
             t, v = lines[pid]
             change = (v - growth[pid][0]) / MIB
             x[row, : t.size], y[row, : t.size] = t, change
-            after = change[int(np.searchsorted(t, start, side="left")):] if start is not None else change
-            after = after if after.size else change
+            after = change[run_from(t, start):]  # the setup's readings do not set the scale
             lows.append(float(after.min()))
             highs.append(float(after.max()))
         colours = [self.children[pid].colour for pid in shown]
@@ -129,4 +136,4 @@ class WorkerLines:
         self.y_range = (min(lows), max(highs)) if shown else None
         self.entries = [{"label": self.children[pid].label, "colour": self.children[pid].colour,
                          "copying": self.children[pid].copying} for pid in shown]
-        self.note = not_shown(len(lines) - len(shown))
+        self.note = not_shown(len(lines) - len(shown)) if shown else ""

@@ -28,7 +28,7 @@ from .decimate import minmax
 from .figure import new_figure, png_base64, svg_inline
 from .render import Drawing, mimebundle
 from .trend import trend_line
-from .workers import draw_workers
+from .workers import draw_workers, draws_lines
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -129,7 +129,7 @@ def draw_chart(fig: Figure, result: Drawable) -> None:
     # A watch with child processes samples the tree's total; each child's own line beside it.
     children = [c for c in getattr(result, "children", ()) if c.samples.size]
     _memory(memory, t, rss, cols, result.verdict, colour, kind, start,
-            "total: this process + its children" if children else "RSS")
+            "total: this process + its children" if draws_lines(children, start) else "RSS")
     draw_workers(memory, children, start)
     _steps(steps, cols, result.verdict)
     steps.set_xlabel("time since the watch started (s)")

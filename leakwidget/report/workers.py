@@ -6,8 +6,11 @@ the run's line and, beside it, each child's private memory, so N workers each co
 data show as N lines that each climb by a share of the total's climb. The live dashboard
 (``notebook/worker_lines.py``) and the static chart (:mod:`.chart`) follow the rules here:
 
+- lines only when a child grew by at least :data:`MIN_GROWTH` (children that all stayed flat —
+  the ``multiprocessing`` resource tracker a kernel keeps once it used a pool — tell nothing the
+  total does not: the picture is then the one without children);
 - at most :data:`MAX_LINES` lines, those of the children that grew most (their highest private
-  memory after the run's setup less their first reading in the run), the others said in one line
+  memory in the run less what they held when it began), the others said in one line
   (:func:`not_shown`);
 - a forked child is "worker 3", "worker 3 (copying)" once the copy-on-write test found it copying
   (at the end of the run: the test needs the whole series); another child (the program
@@ -28,10 +31,11 @@ from .decimate import minmax
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-__all__ = ["MAX_LINES", "WORKER_COLOURS", "Child", "draw_workers", "growth_of", "label", "largest",
-           "not_shown"]
+__all__ = ["MAX_LINES", "WORKER_COLOURS", "Child", "draw_workers", "draws_lines", "growth_of", "label",
+           "largest", "not_shown", "run_from"]
 
 MAX_LINES = 8  # worker lines drawn at most; the rest are counted in one line of the legend
+MIN_GROWTH = 1024.0 * 1024.0  # bytes: a child must grow this much for the children's lines to be drawn
 WORKER_COLOURS = PALETTE[1:]
 _POINTS = 500  # per worker line in the static chart
 
@@ -58,7 +62,10 @@ def child_label(child: Child) -> str:
 
 
 def largest(growth: Mapping[K, float]) -> list[K]:
-    """The keys of the :data:`MAX_LINES` children that grew most, in their order in ``growth``."""
+    """The keys of the :data:`MAX_LINES` children that grew most (bytes), in their order in
+    ``growth``; none when none grew :data:`MIN_GROWTH`."""
+    if max(growth.values(), default=0.0) < MIN_GROWTH:
+        return []
     top = set(sorted(growth, key=lambda k: -growth[k])[:MAX_LINES])
     return [k for k in growth if k in top]
 
@@ -70,14 +77,26 @@ def not_shown(hidden: int) -> str:
     return f"+{hidden} more worker{'s' if hidden > 1 else ''} not shown"
 
 
+def run_from(t: np.ndarray, start: float | None) -> int:
+    """The index of a child's reading its line counts from: its last at or before ``start``
+    (the end of the setup: its memory when the run began), or its first when it came later."""
+    return max(0, int(np.searchsorted(t, start, side="right")) - 1) if start is not None else 0
+
+
 def growth_of(t: np.ndarray, private: np.ndarray, start: float | None) -> tuple[float, float]:
-    """(its first private memory in the run, how far above it it rose): readings from
-    ``start`` (the end of the setup) on, or all of them for a child read only before."""
-    i = int(np.searchsorted(t, start, side="left")) if start is not None else 0
-    run = private[i:] if i < private.size else private
+    """(its private memory when the run began, how far above it it rose): readings from
+    :func:`run_from` on."""
+    i = run_from(t, start)
+    run = private[i:]
     if not run.size:
         return 0.0, 0.0
     return float(run[0]), float(run.max() - run[0])
+
+
+def draws_lines(children: Sequence[Child], start: float | None) -> bool:
+    """Whether a picture draws the children's lines (see the module's rules)."""
+    return bool(largest({i: growth_of(c.samples[:, 0], c.samples[:, 1], start)[1]
+                         for i, c in enumerate(children) if c.samples.size}))
 
 
 def draw_workers(memory: Axes, children: Sequence[Child], start: float | None) -> None:
@@ -87,6 +106,8 @@ def draw_workers(memory: Axes, children: Sequence[Child], start: float | None) -
     if not series:
         return
     shown = largest({i: growth_of(t, v, start)[1] for i, (t, v) in series.items()})
+    if not shown:
+        return
     ax = memory.twinx()
     ax.grid(False)
     ax.spines["right"].set_visible(True)
