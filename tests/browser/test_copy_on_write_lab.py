@@ -103,10 +103,7 @@ def _check_picture(page, cell, width: int) -> dict:
 def test_four_copying_workers_are_drawn_beside_the_trees_total(open_notebook, screenshots):
     nb = open_notebook("copy_on_write.ipynb", ["%load_ext leakwidget", WORKERS, WATCH, REPORT], width=1400)
     page = nb.page
-    for i in (0, 1):
-        nb.run_cell(i)
-        nb.wait_cell_done(i, timeout_ms=60_000)
-        assert "Error" not in nb.output_text(i), nb.output_text(i)
+    nb.run_cells_ok((0, 1))
     nb.run_cell(2)
     cell = nb.cell(2)
     # Live: the four workers' lines are drawn while the cell runs.
