@@ -5,12 +5,14 @@ line lies, where the legend sits), not on pixels."""
 from __future__ import annotations
 
 import base64
+import json
 import struct
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+from conftest_workers import Keepers
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from leakwidget.engine.spec import WatchSpec
@@ -19,6 +21,8 @@ from leakwidget.engine.watch import Watch
 from leakwidget.report.chart import SIZE, draw_chart, render_png, result_mimebundle
 from leakwidget.report.colours import KIND_COLOURS, MIB
 from leakwidget.report.figure import DPI, new_figure
+from leakwidget.report.html import SavedRun
+from leakwidget.report.workers import MAX_LINES
 
 
 def leaking_step(size: int = 256 * 1024):
@@ -178,3 +182,52 @@ def test_the_mimebundle_carries_the_chart_in_mib_of_the_result(leak) -> None:
     _t, mib = rss.get_data()
     samples = leak.samples[:, 1] / MIB
     assert mib.min() == pytest.approx(samples.min()) and mib.max() == pytest.approx(samples.max())
+
+
+def worker_lines(fig) -> dict[str, np.ndarray]:
+    return {a.get_label(): a.get_ydata() for a in fig.findobj(lambda a: str(a.get_gid()).startswith("leakwidget-worker-"))}
+
+
+def test_a_result_with_workers_charts_each_ones_private_memory_beside_the_total() -> None:
+    workers = Keepers([64 * 1024, 192 * 1024, 320 * 1024])  # per iteration, each its own pace
+    try:
+        result = Watch(WatchSpec(step=workers.step, setup=workers.start, iterations=150), []).run()
+        pids = workers.pids
+    finally:
+        workers.end()
+    # (The process may have other children: a resource tracker an earlier pool left, flat.)
+    mine = [c for c in result.children if c.pid in pids]
+    assert len(mine) == 3 and len(result.children) <= MAX_LINES, str(result)
+    fig = drawn(result)
+    memory, steps, own = fig.axes  # the workers' on a right-hand axis of their own
+    lines = worker_lines(fig)
+    assert sorted(lines) == sorted(f"worker {c.number}" for c in result.children)
+    for c in mine:  # each line is its worker's private memory
+        assert np.max(lines[f"worker {c.number}"]) == pytest.approx(c.samples[:, 1].max() / MIB)
+    # The same MiB per pixel on both axes: the workers' climbs and the total's compare.
+    assert np.diff(memory.get_ylim()) == pytest.approx(np.diff(own.get_ylim()))
+    lo, hi = own.get_ylim()
+    assert all(lo <= y.min() and y.max() <= hi for y in lines.values())
+    (rss,) = by_gid(fig, "leakwidget-rss")
+    assert rss.get_label() == "total: this process + its children"
+    (legend,) = by_gid(fig, "leakwidget-legend")
+    labels = [x.get_text() for x in legend.get_texts()]
+    assert {*lines, "total: this process + its children"} <= set(labels)
+    renderer = fig.canvas.get_renderer()
+    box = legend.get_window_extent(renderer)
+    for ax in (memory, steps):
+        assert not box.overlaps(ax.get_window_extent(renderer))
+    # A saved result draws the same lines (the page, `leakwidget report`).
+    doc = json.loads(result.to_json())
+    saved = drawn(SavedRun(doc))
+    assert {k: v.tolist() for k, v in worker_lines(saved).items()} == {k: v.tolist() for k, v in lines.items()}
+    # Ten children: the eight that grew most are drawn, the others counted in the legend; a
+    # worker the copy-on-write test found copying is marked so.
+    base = [c for c in doc["children"] if c["pid"] in pids]
+    doc["children"] = [dict(base[n % 3], number=n + 1, copying={"copying": n == 9},
+                            samples=[[t, v * (n + 1)] for t, v in base[n % 3]["samples"]])
+                       for n in range(10)]
+    ten = drawn(SavedRun(doc))
+    assert len(worker_lines(ten)) == MAX_LINES and "worker 10 (copying)" in worker_lines(ten)
+    (legend,) = by_gid(ten, "leakwidget-legend")
+    assert "+2 more workers not shown" in [x.get_text() for x in legend.get_texts()]

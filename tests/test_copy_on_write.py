@@ -120,6 +120,27 @@ def test_a_list_of_objects_read_by_four_forked_workers_is_called_copy_on_write()
     for advice in ("NumPy arrays", "Arrow", "one bytes buffer", "gc.freeze()", "fewer workers", "spawn"):
         assert advice in text, advice
     assert result.to_dict()["copy_on_write"]["workers"][0]["copying"] is True
+    # The pictures mark each copying worker's line so: the dashboard's and the static chart's.
+    import bqplot as bq
+
+    from leakwidget.notebook.worker_lines import WorkerLines
+    from leakwidget.report.chart import draw_chart
+    from leakwidget.report.figure import new_figure
+
+    copying = sorted(f"worker {w.number} (copying)" for w in found.workers)
+    lines = WorkerLines(bq.LinearScale(), bq.LinearScale())
+    lines.finish(result.children)
+    lines.draw(float(result.column("start")[0]))
+    assert sorted(e["label"] for e in lines.entries) == copying and all(e["copying"] for e in lines.entries)
+    with new_figure(9.4, 5.6) as fig:
+        draw_chart(fig, result)
+        drawn = fig.findobj(lambda a: str(a.get_gid()).startswith("leakwidget-worker-"))
+        assert sorted(a.get_label() for a in drawn) == copying
+    # Its page (rendered from the saved form, as `leakwidget report` does) says the same.
+    from leakwidget.report.html import PAGE
+
+    page = PAGE.render(result)
+    assert 'data-kind="plateau"' in page and "Copy-on-write: worker" in page
 
 
 def test_the_same_data_as_one_numpy_array_is_not_copied() -> None:

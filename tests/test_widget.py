@@ -24,6 +24,7 @@ from typing import Any
 import comm
 import numpy as np
 import pytest
+from conftest_workers import Keepers
 
 import leakwidget
 from leakwidget import stages
@@ -37,10 +38,12 @@ from leakwidget.notebook import delivery as live
 from leakwidget.notebook.charts import ChartLegend, nice_ticks
 from leakwidget.notebook.dashboard import Dashboard
 from leakwidget.notebook.strip import PipelineStrip, stage_dict
+from leakwidget.notebook.worker_lines import BUCKETS
 from leakwidget.report.chart import render_png
 from leakwidget.report.colours import KIND_COLOURS, MIB, PHASES
 from leakwidget.report.decimate import Buckets
 from leakwidget.report.trend import trend_line
+from leakwidget.report.workers import MAX_LINES, growth_of
 from leakwidget.stages import Stage
 
 
@@ -197,6 +200,9 @@ def test_a_leaking_run_ends_with_a_red_one_line_headline_a_trend_on_the_data_and
     assert len(series.duration.x) > 10
     assert d.stop_button.disabled and not d.run_again_button.disabled
     assert d.last_result is result
+    # No child process: no children's lines, and the chart is what it always was.
+    assert d.charts.workers.mark.y.size == 0 and d.legend.workers == [] and not d.legend.workers_note
+    assert d.charts._y_axis.label == "RSS change (MiB)"
 
 
 def test_the_trend_sits_on_the_data_from_the_onset_to_the_last_point() -> None:
@@ -892,3 +898,41 @@ def test_views_of_a_long_run_update_less_often() -> None:
     assert view_interval(1.0, 180.0) == pytest.approx(3.0)
     assert view_interval(1.0, 3600.0) == 5.0
     assert view_interval(10.0, 3600.0) == 10.0  # a slower view stays as slow as asked
+
+
+def test_each_workers_private_memory_is_drawn_beside_the_trees_total_the_eight_that_grew_most() -> None:
+    # Ten forked workers, worker n keeping n x 16 KiB per iteration: each grows at its own pace.
+    workers = Keepers([(n + 1) * 16 * 1024 for n in range(10)])
+    d = Dashboard()
+    try:
+        result = leakwidget.watch(workers.step, workers.start, iterations=150, widget=d)
+        pids = workers.pids
+    finally:
+        workers.end()
+    # (The process may have other children: a resource tracker an earlier pool left, flat.)
+    by_number = {c.number: c for c in result.children}
+    numbers = {c.pid: c.number for c in result.children}
+    assert set(pids) <= set(numbers), str(result)
+    lines = d.charts.workers
+    # At most eight lines, of the workers that grew most; the others counted under the legend.
+    assert sorted(e["label"] for e in lines.entries) == sorted(f"worker {numbers[p]}" for p in pids[2:])
+    assert d.legend.workers == lines.entries
+    assert d.legend.workers_note == f"+{len(result.children) - MAX_LINES} more workers not shown"
+    x, y = np.asarray(lines.mark.x), np.asarray(lines.mark.y)
+    assert y.shape == x.shape and y.shape[0] == MAX_LINES and y.shape[1] <= 2 * BUCKETS  # bounded
+    assert list(lines.mark.colors) == [e["colour"] for e in lines.entries]
+    start = float(result.column("start")[0])
+    for row, entry in enumerate(lines.entries):
+        child = by_number[int(entry["label"].split()[1])]
+        # Its line is its private memory's change since its first reading in the run.
+        grew = growth_of(child.samples[:, 0], child.samples[:, 1], start)[1] / MIB
+        assert grew > 1 and np.nanmax(y[row]) == pytest.approx(grew, rel=0.02), (entry, grew)
+    # The biggest keeper grew over three times as much as the third: the lines say so.
+    top = {e["label"]: np.nanmax(y[row]) for row, e in enumerate(lines.entries)}
+    assert top[f"worker {numbers[pids[-1]]}"] > 2 * top[f"worker {numbers[pids[2]]}"]
+    # The run's line is the tree's total: it rose by at least what the drawn workers did together,
+    # and the scale holds every line.
+    (series,) = d.series
+    assert float(series.rss.y.max()) >= 0.9 * sum(np.nanmax(row) for row in y)
+    assert d.charts._y.min <= np.nanmin(y) and np.nanmax(y) <= d.charts._y.max
+    assert d.charts._y_axis.label == "memory change (MiB)"

@@ -2,7 +2,8 @@
 //
 // The RSS chart's legend lives here, under the plot and outside it, so it never covers a line:
 // one entry per run (a swatch in the run's colour, its label, its verdict and its slope), then
-// the keys of the shaded phases and of the dashed trend. Entries wrap onto more lines when the
+// the keys of the shaded phases and of the dashed trend; when the watched process has children,
+// a second row: each child's line ("worker 3 (copying)"), and how many are not drawn. Entries wrap onto more lines when the
 // notebook is narrow.
 //
 // It is also the dashboard's ruler: it reports its own width in pixels (synced `width`), which
@@ -13,6 +14,8 @@
 //   entries: [{label, colour, kind, slope, current}]   kind: leak | retention | plateau |
 //            stable | inconclusive | running
 //   phases:  [{label, colour}]                          e.g. setup, warm-up
+//   workers: [{label, colour, copying}]                 each child's private memory (its line)
+//   workers_note: string                                e.g. "+3 more workers not shown"
 //   width:   number                                     written by this view
 //
 // The pure functions are exported for `node --test js/tests/`.
@@ -39,24 +42,41 @@ function element(tag, css, text) {
   return el;
 }
 
-function swatch(colour, dashed) {
+function swatch(colour, dashed, thickness = 3) {
   const line = element(
     "span",
-    `display:inline-block;width:22px;height:0;border-top:${dashed ? "2px dashed" : "3px solid"} ${colour};` +
+    `display:inline-block;width:22px;height:0;border-top:${dashed ? "2px dashed" : `${thickness}px solid`} ${colour};` +
       "vertical-align:middle;margin-right:5px",
   );
   line.setAttribute("aria-hidden", "true");
   return line;
 }
 
+const ROW =
+  "display:flex;flex-wrap:wrap;gap:2px 16px;align-items:center;font:12px sans-serif;" +
+  "color:#333;padding:2px 0 2px 60px";
+
+/** The children's row: what their lines are, one entry per line, and those not drawn. */
+export function workersRow(workers, note) {
+  const row = element("div", ROW);
+  row.className = "leakwidget-legend-workers";
+  row.appendChild(element("span", "color:#555", "private memory of each child:"));
+  for (const worker of workers) {
+    const item = element("span", "white-space:nowrap");
+    item.className = "leakwidget-legend-worker";
+    item.dataset.copying = worker.copying ? "true" : "false";
+    item.appendChild(swatch(worker.colour, false, 2));
+    item.appendChild(element("span", "", worker.label));
+    row.appendChild(item);
+  }
+  if (note) row.appendChild(element("span", "color:#555;font-style:italic", note));
+  return row;
+}
+
 function draw(model, el) {
   el.replaceChildren();
   el.classList.add("leakwidget-legend");
-  const row = element(
-    "div",
-    "display:flex;flex-wrap:wrap;gap:2px 16px;align-items:center;font:12px sans-serif;" +
-      "color:#333;padding:2px 0 2px 60px",
-  );
+  const row = element("div", ROW);
   for (const entry of model.get("entries") ?? []) {
     const item = element("span", "white-space:nowrap");
     item.className = "leakwidget-legend-entry";
@@ -88,6 +108,8 @@ function draw(model, el) {
     row.appendChild(item);
   }
   el.appendChild(row);
+  const workers = model.get("workers") ?? [];
+  if (workers.length) el.appendChild(workersRow(workers, model.get("workers_note") ?? ""));
 }
 
 function render({ model, el }) {
@@ -95,6 +117,8 @@ function render({ model, el }) {
   redraw();
   model.on("change:entries", redraw);
   model.on("change:phases", redraw);
+  model.on("change:workers", redraw);
+  model.on("change:workers_note", redraw);
   // The width the charts have: sent when it changes by a few pixels (not on every frame of a
   // resize), so the kernel redraws its axes for the new size.
   let sent = 0;
@@ -113,6 +137,8 @@ function render({ model, el }) {
     observer.disconnect();
     model.off("change:entries", redraw);
     model.off("change:phases", redraw);
+    model.off("change:workers", redraw);
+    model.off("change:workers_note", redraw);
   };
 }
 

@@ -2,7 +2,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 
-import widget, { entryText } from "../src/legend.js";
+import widget, { entryText, workersRow } from "../src/legend.js";
 
 test("an entry says its verdict and slope after its label", () => {
   assert.equal(entryText({ kind: "leak", slope: "+32 KiB/it" }), "leak, +32 KiB/it");
@@ -48,6 +48,7 @@ test("render draws the entries and reports the width the charts have", () => {
   el.width = 1180.4;
   const cleanup = widget.render({ model, el });
   assert.equal(values.width, 1180);
+  assert.equal(el.children.length, 1); // no children watched: no children's row
   const row = el.children[0];
   const kinds = row.children.filter((c) => c.className === "leakwidget-legend-entry").map((c) => c.dataset.kind);
   assert.deepEqual(kinds, ["leak"]);
@@ -62,4 +63,21 @@ test("render draws the entries and reports the width the charts have", () => {
   assert.deepEqual(Object.keys(handlers), []);
   delete globalThis.document;
   delete globalThis.ResizeObserver;
+});
+
+test("the children's row names each line, marks those copying, and counts those not drawn", () => {
+  globalThis.document = { createElement: (tag) => new FakeElement(tag) };
+  const row = workersRow(
+    [
+      { label: "worker 1 (copying)", colour: "#2ca02c", copying: true },
+      { label: "worker 2", colour: "#9467bd", copying: false },
+    ],
+    "+3 more workers not shown",
+  );
+  const entries = row.children.filter((c) => c.className === "leakwidget-legend-worker");
+  assert.deepEqual(entries.map((c) => c.children[1].textContent), ["worker 1 (copying)", "worker 2"]);
+  assert.deepEqual(entries.map((c) => c.dataset.copying), ["true", "false"]);
+  assert.equal(row.children.at(-1).textContent, "+3 more workers not shown");
+  assert.equal(workersRow([], "").children.length, 1); // only what the lines are
+  delete globalThis.document;
 });

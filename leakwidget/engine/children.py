@@ -61,6 +61,7 @@ class ChildResult:
     per_iteration: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))  # (iteration, RSS)
     shared: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))  # (seconds, shared bytes)
     copying: WorkerCopy | None = None
+    number: int = 0  # "worker 3" (forked) or "process 3": the order the watch found it in
 
     def __str__(self) -> str:
         last = format_bytes(self.samples[-1, 1]) if self.samples.size else "-"
@@ -150,7 +151,7 @@ def child_results(members: Iterable[Member], log: RecordLog, t0: float) -> list[
             np.column_stack([rel, private.astype(float)]) if t.size else np.zeros((0, 2)),
             np.column_stack([i, own]) if i.size else np.zeros((0, 2)),
             np.column_stack([rel, shared.astype(float)]) if t.size else np.zeros((0, 2)),
-            copying))
+            copying, m.number))
     return out
 
 

@@ -60,6 +60,7 @@ class MemberMemory:
     number: int
     private: int
     shared: int
+    forked: bool = True  # forked from the watched tree: one of its workers
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,7 @@ class Members:
         self._reading.end()
         self._read_at = time.perf_counter() + self._reading.interval()
         self.latest = ChildrenReading(now - t0, tuple(
-            MemberMemory(m.pid, m.number, r.private, r.shared)
+            MemberMemory(m.pid, m.number, r.private, r.shared, m.forked)
             for pid, r in readings.items() if (m := self.members.get(pid)) is not None))
         self.rounds += 1
         return readings

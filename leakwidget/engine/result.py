@@ -109,7 +109,10 @@ class WatchResult:
                        "max_rss": self.spec.max_rss},
             "elapsed": self.elapsed,
             "baseline_rss": self.baseline_rss,
-            "children": [{"pid": c.pid, "cmdline": c.cmdline, "verdict": c.verdict.to_dict(),
+            # Each child's private memory too (at most members.SERIES_CAPACITY readings): the
+            # page of a saved result charts it as the live view did.
+            "children": [{"pid": c.pid, "number": c.number, "cmdline": c.cmdline,
+                          "verdict": c.verdict.to_dict(), "samples": c.samples.tolist(),
                           "copying": c.copying.to_dict() if c.copying is not None else None}
                          for c in self.children],
             "copy_on_write": self.copy_on_write.to_dict() if self.copy_on_write is not None else None,

@@ -45,6 +45,7 @@ from ..report.colours import KIND_COLOURS, MIB, PALETTE, PHASES
 from ..report.decimate import Buckets
 from ..report.trend import trend_line
 from .strip import js_module
+from .worker_lines import WorkerLines
 
 MAX_SERIES = 10  # runs overlaid at once; the oldest (after the first) make room
 RSS_HEIGHT, DURATION_HEIGHT = 300, 150  # px
@@ -140,6 +141,8 @@ class ChartLegend(anywidget.AnyWidget):
     _esm = js_module("legend.js")
     entries = traitlets.List(traitlets.Dict()).tag(sync=True)
     phases = traitlets.List(traitlets.Dict()).tag(sync=True)
+    workers = traitlets.List(traitlets.Dict()).tag(sync=True)  # each child's line: label, colour, copying
+    workers_note = traitlets.Unicode("").tag(sync=True)  # how many children's lines are not drawn
     width = traitlets.Int(0).tag(sync=True)
 
     def __init__(self, **kwargs: object) -> None:
@@ -251,6 +254,7 @@ class Charts:
             _dom_classes=["leakwidget-duration-chart"],
         )
         self.series: list[RunSeries] = []
+        self.workers = WorkerLines(self._x, self._y)  # the current run's children, when it has some
         self.duration_flagged = False
         # The first run draws into marks that were on the figures from the start: a front end
         # that renders the figure while its marks change can miss the change.
@@ -299,7 +303,7 @@ class Charts:
 
     def _set_marks(self) -> None:
         drawn = self.series + ([self._spare] if self._spare is not None else [])
-        marks: list[bq.Mark] = [*(s.setup for s in drawn), self.warmup_band, self.band_labels]
+        marks: list[bq.Mark] = [*(s.setup for s in drawn), self.warmup_band, self.band_labels, self.workers.mark]
         marks += [s.rss for s in drawn] + [s.trend for s in drawn]
         self.rss_chart.marks = [*marks, self.ends]
         self.duration_chart.marks = [s.duration for s in drawn]
@@ -345,6 +349,9 @@ class Charts:
         rng = data.samples.y_range(data.start if data.start is not None else -np.inf)
         if rng is not None:
             series.y_range = ((rng[0] - base) / MIB, (rng[1] - base) / MIB)
+        if self.workers.children:
+            self.workers.draw(data.start, data.last_end + 0.01 if final and data.last_index >= 0 else None)
+            self._draw_legend()
         self._draw_axes()
 
     def draw_run(self, series: RunSeries, data: RunData, verdict: Verdict, kind: str, *,
@@ -424,7 +431,11 @@ class Charts:
 
     def _draw_axes(self) -> None:
         """Scales from the drawn data of every run; tick values chosen for the pixels there are."""
-        t_max, lo, hi, ms = _extents(self.series)
+        t_max, lo, hi, ms = _extents(self.series, self.workers.y_range)
+        # With children, the run's line is the tree's total and the others their private memory.
+        label = "memory change (MiB)" if self.workers.entries else "RSS change (MiB)"
+        if self._y_axis.label != label:
+            self._y_axis.label = label
         scales = ((self._x, 0.0, t_max), (self._y, lo, hi), (self._dy, 0.0, ms))
         for scale, a, b in scales:
             if (scale.min, scale.max) != (a, b):
@@ -445,33 +456,23 @@ class Charts:
                     "current": s is current and len(self.series) > 1} for s in self.series]
         shaded = {"setup": any(s.setup.x.size for s in self.series), "warm-up": bool(self.warmup_band.x.size)}
         phases = [{"label": name, "colour": PHASES[name]} for name, shown in shaded.items() if shown]
-        if entries != self.legend.entries or phases != self.legend.phases:
+        workers, note = self.workers.entries, self.workers.note
+        if (entries, phases, workers, note) != (self.legend.entries, self.legend.phases, self.legend.workers,
+                                                self.legend.workers_note):
             with self.legend.hold_sync():
                 self.legend.entries, self.legend.phases = entries, phases
+                self.legend.workers, self.legend.workers_note = workers, note
 
     def _flag_duration(self, flagged: bool, per_iteration: float) -> None:
-        if flagged != self.duration_flagged:
-            self.duration_flagged = flagged
-            if flagged:
-                self.duration_chart.add_class("leakwidget-duration-trending")
-            else:
-                self.duration_chart.remove_class("leakwidget-duration-trending")
-        title = "Step duration"
-        if flagged:
-            title = f"Step duration \u26a0 slowing down: +{per_iteration * 1000:.3g} ms per iteration"
-        if self.duration_chart.title != title:
-            self.duration_chart.title = title
-        # Colour through a style both ways: bqplot keeps a style that is merely removed.
-        colour = KIND_COLOURS["leak"] if flagged else "currentColor"
-        if self.duration_chart.title_style.get("fill") != colour:
-            self.duration_chart.title_style = {"font-size": "13px", "fill": colour}
+        _show_slowing(self.duration_chart, flagged != self.duration_flagged, flagged, per_iteration)
+        self.duration_flagged = flagged
 
-
-def _extents(series: list[RunSeries]) -> tuple[float, float, float, float]:
-    """What the axes span over the runs drawn: (seconds, RSS change low and high in MiB with a
-    margin, step ms); an RSS span of at least MIN_SPAN_MIB, so flat is flat."""
+def _extents(series: list[RunSeries], workers: tuple[float, float] | None = None) -> tuple[float, float, float, float]:
+    """What the axes span over the runs drawn (and the children's lines, ``workers``): (seconds,
+    RSS change low and high in MiB with a margin, step ms); an RSS span of at least
+    MIN_SPAN_MIB, so flat is flat."""
     shown = [s for s in series if s.t_max > 0]
-    ranges = [s.y_range for s in shown if s.y_range is not None]
+    ranges = [s.y_range for s in shown if s.y_range is not None] + ([workers] if workers else [])
     lo = min((r[0] for r in ranges), default=0.0)
     hi = max((r[1] for r in ranges), default=MIN_SPAN_MIB)
     if hi - lo < MIN_SPAN_MIB:
@@ -480,6 +481,24 @@ def _extents(series: list[RunSeries]) -> tuple[float, float, float, float]:
     pad = 0.06 * (hi - lo)
     return (max(max((s.t_max for s in shown), default=0.0), 1.0), lo - pad, hi + pad,
             max(max((s.ms_max for s in shown), default=0.0) * 1.08, 1.0))
+
+
+def _show_slowing(chart: bq.Figure, changed: bool, flagged: bool, per_iteration: float) -> None:
+    """The step-duration chart's title and class: slowing down (``flagged``) or not."""
+    if changed:
+        if flagged:
+            chart.add_class("leakwidget-duration-trending")
+        else:
+            chart.remove_class("leakwidget-duration-trending")
+    title = "Step duration"
+    if flagged:
+        title = f"Step duration \u26a0 slowing down: +{per_iteration * 1000:.3g} ms per iteration"
+    if chart.title != title:
+        chart.title = title
+    # Colour through a style both ways: bqplot keeps a style that is merely removed.
+    colour = KIND_COLOURS["leak"] if flagged else "currentColor"
+    if chart.title_style.get("fill") != colour:
+        chart.title_style = {"font-size": "13px", "fill": colour}
 
 
 def _set_ticks(axis: bq.Axis, ticks: np.ndarray, fmt: str) -> None:

@@ -33,6 +33,7 @@ import ipywidgets as widgets
 import numpy as np
 from IPython import get_ipython
 
+from ..engine.members import ChildrenReading
 from ..engine.observer import BaseObserver, RunControl, view_interval
 from ..engine.records import IterationRecord
 from ..engine.result import WatchResult
@@ -101,7 +102,7 @@ class Dashboard(widgets.VBox, BaseObserver):
         self.try_fix_button, self.native_button, self.save_button = c.try_fix_button, c.native_button, c.save_button
         self.children = [self.banner, self.outcome.pane, self.details, self.note, self.controls, self.rss_chart,
                          self.legend, self.duration_chart]
-        self.strip.observe(self._on_states_change, names="states")
+        self.strip.observe(lambda change: _say_wishes(self, change["new"]), names="states")
         self.last_result: WatchResult | None = None
         self.last_bisect: BisectResult | None = None
         self.last_compare: CompareResult | None = None
@@ -162,6 +163,7 @@ class Dashboard(widgets.VBox, BaseObserver):
             label = run.label or (f"run {n}" if n == 1 else f"run {n}: {run.spec.toggles}")
             with self._data_lock:
                 self._data.clear()
+                self.charts.workers.clear()
             self._current = self.charts.new_series(label)
             self.outcome.hide_pane()
             self._verdict = Verdict("inconclusive")
@@ -195,6 +197,10 @@ class Dashboard(widgets.VBox, BaseObserver):
             finally:
                 self._lock.release()
 
+    def on_children(self, reading: ChildrenReading) -> None:  # drawn with the run's line
+        with self._data_lock:
+            self.charts.workers.add(reading)
+
     def on_iteration(self, record: IterationRecord) -> None:
         with self._data_lock:
             self._data.add_iteration(record.index, record.start, record.end, record.rss, record.duration)
@@ -209,6 +215,8 @@ class Dashboard(widgets.VBox, BaseObserver):
         with self._lock:
             self._verdict = result.verdict
             self._stages = list(result.stages)
+            with self._data_lock:  # the children's whole series, and which of them copy
+                self.charts.workers.finish(result.children)
             self._guarded(lambda: self._draw_full(result))
             self._show_stages(prune_wishes=True)
             self.last_result = result
@@ -265,13 +273,6 @@ class Dashboard(widgets.VBox, BaseObserver):
             self.strip.states = {k: v for k, v in self.strip.states.items() if (k, v) not in done}
 
     # ------------------------------------------------------------------ controls
-    def _on_states_change(self, change: dict) -> None:
-        if not change["new"]:
-            return
-        what = ", ".join(f"{k} {v}" for k, v in sorted(change["new"].items()))
-        when = "after this run" if self.scheduler.run is not None else "now"
-        self.say(f"Next configuration: {what}. Click Run again to run it ({when}).")
-
     def say(self, text: str) -> None:
         self.note.value = note_html(text)
 
@@ -321,6 +322,14 @@ class Dashboard(widgets.VBox, BaseObserver):
     def save_report(self, path: str | None = None) -> str | None:
         """Save report: the answer shown as one page; the note says its file (see outcome.py)."""
         return self.outcome.save(path, self.say)
+
+
+def _say_wishes(dash: Dashboard, states: dict) -> None:
+    """The strip's wishes, in the note: what Run again will run."""
+    if states:
+        what = ", ".join(f"{k} {v}" for k, v in sorted(states.items()))
+        when = "after this run" if dash.scheduler.run is not None else "now"
+        dash.say(f"Next configuration: {what}. Click Run again to run it ({when}).")
 
 
 def report_text(banner: Banner, *, lines: int | None = None) -> str:

@@ -28,6 +28,7 @@ from .decimate import minmax
 from .figure import new_figure, png_base64, svg_inline
 from .render import Drawing, mimebundle
 from .trend import trend_line
+from .workers import draw_workers, draws_lines
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -125,7 +126,11 @@ def draw_chart(fig: Figure, result: Drawable) -> None:
     memory, steps = fig.subplots(2, 1, sharex=True, height_ratios=(3, 1.1))
     start = float(cols["start"][0]) if cols["start"].size else None
     _phases(memory, steps, result.verdict, cols, start)
-    _memory(memory, t, rss, cols, result.verdict, colour, kind, start)
+    # A watch with child processes samples the tree's total; each child's own line beside it.
+    children = [c for c in getattr(result, "children", ()) if c.samples.size]
+    _memory(memory, t, rss, cols, result.verdict, colour, kind, start,
+            "total: this process + its children" if draws_lines(children, start) else "RSS")
+    draw_workers(memory, children, start)
     _steps(steps, cols, result.verdict)
     steps.set_xlabel("time since the watch started (s)")
     ends = [float(t[-1])] if t.size else []
@@ -149,12 +154,12 @@ def _phases(memory: Axes, steps: Axes, verdict: Verdict, cols: dict[str, np.ndar
 
 
 def _memory(ax: Axes, t: np.ndarray, rss: np.ndarray, cols: dict[str, np.ndarray], verdict: Verdict,
-            colour: str, kind: str, start: float | None) -> None:
-    ax.set_ylabel("RSS (MiB)")
+            colour: str, kind: str, start: float | None, name: str) -> None:
+    ax.set_ylabel("RSS (MiB)" if name == "RSS" else "memory (MiB)")
     shown = []
     if t.size:
         x, y = minmax(t, rss / MIB, _POINTS)
-        ax.plot(x, y, color=PALETTE[0], lw=1.5, label="RSS", gid="leakwidget-rss")
+        ax.plot(x, y, color=PALETTE[0], lw=1.5, label=name, gid="leakwidget-rss")
         shown.append(y[x >= start] if start is not None else y)
     if 0 < cols["end"].size <= _DOTS:
         ax.plot(cols["end"], cols["rss"] / MIB, "o", color=PALETTE[0], ms=3.5, gid="leakwidget-ends")

@@ -32,7 +32,7 @@ from .figure import ChartUnavailable
 from .rates import rates
 from .render import Drawing
 
-__all__ = ["PAGE", "Exported", "SavedRun", "render_html", "render_result_html"]
+__all__ = ["PAGE", "Exported", "SavedChild", "SavedRun", "render_html", "render_result_html"]
 
 STYLE = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px auto;max-width:980px;
@@ -52,9 +52,32 @@ font-family:ui-monospace,monospace;font-size:12px}
 """
 
 
+@dataclasses.dataclass
+class SavedCopy:
+    """What the chart reads of a saved child's copy-on-write test."""
+
+    copying: bool
+
+
+@dataclasses.dataclass
+class SavedChild:
+    """A child process in a result's exported form, as the chart reads it (report.workers.Child)."""
+
+    number: int
+    samples: np.ndarray  # (seconds, private bytes)
+    copying: SavedCopy | None  # None: not forked from the watched tree
+
+    @classmethod
+    def of(cls, doc: Mapping) -> SavedChild:
+        samples = np.asarray(doc.get("samples") or [], dtype=float)
+        copy = doc.get("copying")
+        return cls(int(doc.get("number") or 0), samples.reshape(-1, 2) if samples.size else np.zeros((0, 2)),
+                   None if copy is None else SavedCopy(bool(copy.get("copying"))))
+
+
 class SavedRun:
     """A result in its exported form, with what the chart reads of a WatchResult:
-    ``samples``, ``verdict`` and ``column(name)``."""
+    ``samples``, ``verdict``, ``children`` and ``column(name)``."""
 
     def __init__(self, doc: Mapping) -> None:
         self.doc = doc
@@ -67,12 +90,18 @@ class SavedRun:
         samples = np.asarray(doc.get("samples") or [], dtype=float)
         self.samples = samples.reshape(-1, 2) if samples.size else np.zeros((0, 2))
         self._rows = doc.get("iterations") or []
+        self.children = [SavedChild.of(c) for c in doc.get("children") or []]
         # Growth the attribution found the allocator keeps is not called a leak (as on the
         # dashboard and in str(result)).
         self.retention = (self.verdict.kind == "leak"
                           and (doc.get("attribution") or {}).get("kind") == "allocator")
         summary = self.verdict.summary or self.verdict.kind
         self.summary = retention_summary(summary) if self.retention else summary
+        # Forked workers copying what they share are the story (result.copying, saved).
+        cow = doc.get("copy_on_write") or {}
+        self.copying = bool(cow) and bool(cow.get("explains", True))
+        if self.copying and cow.get("summary"):
+            self.summary = cow["summary"]
 
     def column(self, name: str) -> np.ndarray:
         return np.asarray([row[name] for row in self._rows], dtype=float)
@@ -120,7 +149,8 @@ def render_html(doc: Mapping) -> str:
 
 def _verdict_section(run: SavedRun, doc: Mapping) -> str:
     v = run.verdict
-    kind, summary = ("retention" if run.retention else v.kind), run.summary
+    kind = "plateau" if run.copying else "retention" if run.retention else v.kind  # as the chart's
+    summary = run.summary
     colour = KIND_COLOURS.get(kind, KIND_COLOURS["inconclusive"])
     more = []
     r = rates(v, run.column("index"), run.column("end")) if doc.get("iterations") else None

@@ -54,6 +54,8 @@ _STAGE = {"id": Required(str), "kind": Required(str), "state": Required(str), "p
           "toggleable": bool, "inputs": _TEXTS, "args": dict}
 _CONFIG = {"label": Maybe(str), "off": _TEXTS, "serial": _TEXTS, "iterations": Maybe(int),
            "seconds": Maybe(NUMBER), "warmup": Maybe(int), "max_rss": Maybe(NUMBER)}
+_CHILD = {"pid": int, "number": int, "samples": [PAIR], "copying": Maybe({"copying": bool})}
+_COPY_ON_WRITE = {"summary": str, "explains": bool}
 _ENVIRONMENT = {"memory_total": Maybe(NUMBER), "memory_available": Maybe(NUMBER),
                 "allocator_variables": dict, "libraries": dict}
 
@@ -64,7 +66,8 @@ SAVED = {
     "error_iteration": Maybe(int), "iterations": [_ROW], "iteration_count": int,
     "samples": [PAIR], "stages": [_STAGE], "stage_notes": _TEXTS, "attribution": Maybe(_ATTRIBUTION),
     "config": _CONFIG, "elapsed": Maybe(NUMBER), "baseline_rss": Maybe(NUMBER),
-    "environment": Maybe(_ENVIRONMENT), "program": Maybe(dict),
+    "environment": Maybe(_ENVIRONMENT), "program": Maybe(dict), "children": [_CHILD],
+    "copy_on_write": Maybe(_COPY_ON_WRITE),
 }
 
 

@@ -276,6 +276,13 @@ class NotebookPage:
             timeout=timeout_ms,
         )
 
+    def run_cells_ok(self, indices, timeout_ms: float = 60_000) -> None:
+        """Run each cell in turn, waiting for it to finish, and fail on an error in its output."""
+        for i in indices:
+            self.run_cell(i)
+            self.wait_cell_done(i, timeout_ms=timeout_ms)
+            assert "Error" not in self.output_text(i), self.output_text(i)
+
     def wait_cell_started(self, index: int, timeout_ms: float = 30_000) -> None:
         self._wait_prompt(index, r"^\[\*\]:$", timeout_ms)
 

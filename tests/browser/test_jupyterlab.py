@@ -281,10 +281,7 @@ def test_toggling_a_stage_and_run_again_at_900_px(open_notebook, screenshots):
         width=width,
     )
     page = nb.page
-    for i in (0, 1):
-        nb.run_cell(i)
-        nb.wait_cell_done(i, timeout_ms=60_000)
-        assert "Error" not in nb.output_text(i), nb.output_text(i)
+    nb.run_cells_ok((0, 1))
     nb.run_cell(2)
     nb.wait_cell_done(2, timeout_ms=60_000)
 
