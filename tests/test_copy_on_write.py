@@ -131,11 +131,15 @@ def test_a_list_of_objects_read_by_four_forked_workers_is_called_copy_on_write()
     lines = WorkerLines(bq.LinearScale(), bq.LinearScale())
     lines.finish(result.children)
     lines.draw(float(result.column("start")[0]))
-    assert sorted(e["label"] for e in lines.entries) == copying and all(e["copying"] for e in lines.entries)
+    # Every copying worker's line is marked so, and no other child's (a child that grew
+    # otherwise — on a busy machine the pool's resource tracker, read first mid-run — may be
+    # drawn too, unmarked).
+    assert sorted(e["label"] for e in lines.entries if e["copying"]) == copying
+    assert all(e["label"].endswith("(copying)") == e["copying"] for e in lines.entries)
     with new_figure(9.4, 5.6) as fig:
         draw_chart(fig, result)
         drawn = fig.findobj(lambda a: str(a.get_gid()).startswith("leakwidget-worker-"))
-        assert sorted(a.get_label() for a in drawn) == copying
+        assert sorted(a.get_label() for a in drawn if a.get_label().endswith("(copying)")) == copying
     # Its page (rendered from the saved form, as `leakwidget report` does) says the same.
     from leakwidget.report.html import PAGE
 
