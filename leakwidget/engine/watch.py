@@ -33,6 +33,7 @@ from .copying import as_attribution, copy_on_write, tree_growth
 from .guard import MemoryGuard, MemoryGuardTripped
 from .interrupts import Interrupts
 from .kinds import StopReason
+from .live import LIVE, judge
 from .meter import Meter
 from .observer import Observer
 from .publisher import Publisher
@@ -40,7 +41,7 @@ from .records import RecordLog
 from .result import WatchResult
 from .sources import THIS_PROCESS, MemorySource
 from .spec import WatchSpec
-from .verdict import Verdict, decide
+from .verdict import Verdict
 
 FULL_GC_SECONDS_PER_BLOCK = 160e-9  # a full gc.collect(), measured with TensorFlow loaded
 VERDICT_INTERVAL = 0.5  # seconds between live verdicts, at least
@@ -563,28 +564,14 @@ def _refuse_unrun_body(returned: object) -> None:
                         "the loop inside it: lambda: asyncio.run(step()))")
 
 
-# Records a live verdict reads at most. Its working memory grows with the records it reads, and
-# the run measures that memory: read in full, a fast step's 12,000 records of 20 s lifted a flat
-# run by ~1 MiB and made it "inconclusive"; read in sizes that varied from call to call, it
-# crept up by 1.6 MiB over 10 minutes. LIVE_RECORDS evenly spread records (their iteration
-# numbers stay true) keep it bounded and the same at every call; the final verdict reads all.
-LIVE_RECORDS = 4096
-
-
 def rehearse_verdict(live: bool = True) -> None:
-    """One live-sized verdict on made-up records, after the clean-up before iteration 0 (when
-    the watch computes live verdicts: ``live``).
+    """After the clean-up before iteration 0, when the watch computes live verdicts (``live``):
+    take their working memory, on their own thread (live.py).
 
-    A verdict's working memory (~2 MiB at LIVE_RECORDS records) is what malloc_trim just gave
-    back; taken again by the first live verdicts, it read as a plateau of 1–1.5 MiB on a flat
-    step. Taken here (~25 ms), the live verdicts reuse it. (Its first call in a process leaves
-    ~30 small objects; what it imports is imported before the baseline census, below.)"""
-    if not live:
-        return
-    index = np.arange(LIVE_RECORDS)
-    rss = (1 << 27) + (index % 3) * 4096
-    decide(index, rss, durations=np.full(index.size, 1e-3), blocks=np.full(index.size, 1000),
-           peaks=rss + 4096, in_use=np.where(index % 8 == 0, 1 << 24, -1), headroom=1 << 33)
+    A verdict's working memory (1–1.8 MiB) is what malloc_trim just gave back; taken again by
+    the first live verdicts, it read as a plateau of 1–1.5 MiB on a flat step."""
+    if live:
+        LIVE.rehearse()
 
 
 def settle_memory(spec: WatchSpec, live_verdict: bool,
@@ -620,16 +607,6 @@ def verdict_of(log: RecordLog, spec: WatchSpec, available: int | None, baseline_
         headroom = max(0, (available or 0) - max(0, last - baseline_rss))
         if spec.max_rss is not None:
             headroom = min(headroom, max(0, spec.max_rss - last))
-    pick = slice(None)
-    if live and log.n > LIVE_RECORDS:
-        # Always the same number of records, evenly spread, the newest included: the verdict's
-        # temporaries are then the same size at every call, and reuse the same memory.
-        pick = np.linspace(0, log.n - 1, LIVE_RECORDS).round().astype(np.intp)
-
-    def col(name: str) -> np.ndarray:
-        return log.column(name)[pick]
-
-    return decide(
-        col("index"), col("rss"), durations=col("duration"), warmup=spec.warmup, headroom=headroom,
-        blocks=col("blocks"), peaks=col("peak_rss"), in_use=col("malloc_in_use"),
-    )
+    if live:
+        return LIVE.verdict(log, headroom, spec.warmup)
+    return judge(log, headroom, spec.warmup)

@@ -1,0 +1,131 @@
+"""Live verdicts: decided while the run goes on, without taking memory the run would measure.
+
+A verdict's working memory is ~1–1.8 MiB of NumPy temporaries whose sizes change with the
+records it reads, and the run measures this very process. Decided on the loop's thread, the
+temporaries took pages of the heap the user's step allocates from, a few at a time: the holes
+the clean-up before iteration 0 handed back (settle_memory), found again by calls of new sizes
+(perf's page-fault records put every page a calm step's run gained in a live verdict: 50–150
+KiB in 20 s, once 330 KiB). Worse, those pages then lay free and resident where a leak's next
+allocations went: taken out of the series, a 2 KiB-per-iteration leak read as stable.
+
+So live verdicts are decided on a thread of their own (glibc gives it an arena of its own,
+where no step allocates) on records read into buffers allocated once (:class:`SpreadRows`),
+and :func:`rehearse` takes their working memory there before iteration 0, on made-up runs of
+the record counts and shapes whose working memory is the largest. The loop waits for each
+verdict: nothing else changes, only where its memory comes from. (Where a process has more
+threads than glibc makes arenas, 8 per core, the thread shares one: no worse than before.)
+The final verdict, after the run, is decided where it is asked for.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+import numpy as np
+
+from .records import RecordLog, SpreadRows
+from .verdict import Verdict, decide
+
+T = TypeVar("T")
+
+# Records a live verdict reads at most. Its working memory grows with the records it reads, and
+# the run measures that memory: read in full, a fast step's 12,000 records of 20 s lifted a flat
+# run by ~1 MiB and made it "inconclusive"; read in sizes that varied from call to call, it
+# crept up by 1.6 MiB over 10 minutes. LIVE_RECORDS evenly spread records (their iteration
+# numbers stay true) keep it bounded and the same at every call; the final verdict reads all.
+LIVE_RECORDS = 4096
+# Record counts rehearsed: below 1,000 records the working memory peaks near 600 (Theil–Sen
+# on 300 bucket medians), then grows with the count up to LIVE_RECORDS.
+REHEARSED_COUNTS = (600, LIVE_RECORDS)
+
+
+def judge(rows: RecordLog | np.ndarray, headroom: int | None, warmup: int | None) -> Verdict:
+    """The verdict on a log's records, or on a table of them (a spread, a rehearsal)."""
+    def col(name: str) -> np.ndarray:
+        return rows.column(name) if isinstance(rows, RecordLog) else rows[name]
+
+    return decide(
+        col("index"), col("rss"), durations=col("duration"), warmup=warmup, headroom=headroom,
+        blocks=col("blocks"), peaks=col("peak_rss"), in_use=col("malloc_in_use"),
+    )
+
+
+class LiveVerdicts:
+    """The thread live verdicts are decided on, and the buffers they read (one per process)."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+        self._spread: SpreadRows | None = None
+
+    def verdict(self, log: RecordLog, headroom: int | None, warmup: int | None) -> Verdict:
+        """The live verdict on ``log``: at most LIVE_RECORDS records, evenly spread."""
+        return self._run(lambda: judge(self._rows(log), headroom, warmup))
+
+    def rehearse(self) -> None:
+        """Made-up runs (flat, leaking, filling) of REHEARSED_COUNTS records, decided as live
+        verdicts are: their working memory is then taken, and reused by the run's verdicts
+        (~50 ms; the first time in a process it also imports what they import)."""
+        self._run(self._rehearsal)
+
+    def _rows(self, log: RecordLog) -> RecordLog | np.ndarray:
+        if log.n <= LIVE_RECORDS:
+            return log
+        return self._spread_rows().of(log)
+
+    def _spread_rows(self) -> SpreadRows:
+        if self._spread is None:
+            self._spread = SpreadRows(LIVE_RECORDS)
+        return self._spread
+
+    def _rehearsal(self) -> None:
+        for count in REHEARSED_COUNTS:
+            rows = self._spread_rows().rows[:count]
+            index = np.arange(count)
+            for rss in ((1 << 27) + (index % 3) * 4096, (1 << 27) + index * 8192,
+                        (1 << 27) + np.minimum(index, count // 4) * 8192):
+                rows["index"] = index
+                rows["rss"] = rss
+                rows["peak_rss"] = rss + 4096
+                rows["duration"] = 1e-3
+                rows["blocks"] = np.where(index % 8 == 0, 1000 + index // 2, -1)
+                rows["malloc_in_use"] = np.where(index % 8 == 0, (1 << 24) + index * 100, -1)
+                judge(rows, 1 << 33, None)
+
+    def _run(self, job: Callable[[], T]) -> T:
+        """``job()`` on the verdict thread, waited for (its exception raised here)."""
+        if threading.current_thread() is self._thread:
+            return job()
+        if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
+            # (A forked child has no thread of its parent's: it starts its own.)
+            self._jobs = queue.SimpleQueue()
+            self._thread = threading.Thread(target=self._serve, args=(self._jobs,),
+                                            name="leakwidget-verdict", daemon=True)
+            self._pid = os.getpid()
+            self._thread.start()
+        done = threading.Event()
+        box: list = []
+        self._jobs.put((job, box, done))
+        done.wait()
+        if isinstance(box[0], BaseException):
+            raise box[0]
+        return box[0]
+
+    @staticmethod
+    def _serve(jobs: queue.SimpleQueue) -> None:
+        while True:
+            job, box, done = jobs.get()
+            try:
+                box.append(job())
+            except BaseException as exc:  # handed to the caller, raised there
+                box.append(exc)
+            done.set()
+            del job, box, done  # nothing of a finished verdict is kept alive here
+
+
+LIVE = LiveVerdicts()
