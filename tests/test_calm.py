@@ -27,14 +27,16 @@ import numpy as np
 from leakwidget.engine import sampler
 from leakwidget.engine.records import IterationRecord, RecordLog
 from leakwidget.engine.spec import WatchSpec
-from leakwidget.engine.watch import rehearse_verdict, verdict_of
+from leakwidget.engine.live import LiveVerdicts
+from leakwidget.engine.watch import verdict_of
 rng = np.random.default_rng(0)
 # A heap with holes, as in a process that has run things: arrays of many sizes, every other
 # one freed, then the clean-up a watch makes before iteration 0, then the rehearsal.
 keep = [np.ones(int(s)) for s in rng.integers(200, 60000, 400)]
 del keep[::2]
 sampler.malloc_trim()
-rehearse_verdict()
+live = LiveVerdicts()
+live.rehearse()
 spec, log, rss = WatchSpec(lambda: None), RecordLog(), 3 << 28
 before = sampler.rss()
 for i in range(7000):  # a run's records, a live verdict every 150 of them
@@ -42,8 +44,9 @@ for i in range(7000):  # a run's records, a live verdict every 150 of them
     log.append(IterationRecord(i, i * 1e-3, i * 1e-3 + 1e-3, rss, rss + 4096, 1e-3,
                                1000 + i % 5 if i % 8 == 0 else -1, 0, -1))
     if i % 150 == 149:
-        verdict_of(log, spec, 1 << 33, 3 << 28, live=True)
+        verdict_of(log, spec, 1 << 33, 3 << 28, live=live)
 print(sampler.rss() - before)
+live.close()
 """
 
 

@@ -19,7 +19,6 @@ The final verdict, after the run, is decided where it is asked for.
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 from collections.abc import Callable
@@ -54,14 +53,30 @@ def judge(rows: RecordLog | np.ndarray, headroom: int | None, warmup: int | None
     )
 
 
+_spread: SpreadRows | None = None  # the buffers a spread is read into: one per process
+
+
+def _spread_rows() -> SpreadRows:
+    global _spread
+    if _spread is None:
+        _spread = SpreadRows(LIVE_RECORDS)
+    return _spread
+
+
 class LiveVerdicts:
-    """The thread live verdicts are decided on, and the buffers they read (one per process)."""
+    """The thread one watch's live verdicts are decided on (``leakwidget-verdict``).
+
+    Its lifetime is the watch's: started by ``Watch.start``, stopped and joined by its teardown
+    on every way out (the end of the budget, Stop, an exception in the step, an interrupt, the
+    memory guard, a Keras loop that raised): a kernel keeps no thread of a watch that ended.
+    A new thread takes the arena its predecessor left (glibc hands an exited thread's arena to
+    the next one), where the rehearsal before iteration 0 takes the verdicts' memory again."""
 
     def __init__(self) -> None:
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._pid = 0
-        self._spread: SpreadRows | None = None
+        self._thread = threading.Thread(target=self._serve, args=(self._jobs,),
+                                        name="leakwidget-verdict", daemon=True)
+        self._thread.start()
 
     def verdict(self, log: RecordLog, headroom: int | None, warmup: int | None) -> Verdict:
         """The live verdict on ``log``: at most LIVE_RECORDS records, evenly spread."""
@@ -73,19 +88,22 @@ class LiveVerdicts:
         (~50 ms; the first time in a process it also imports what they import)."""
         self._run(self._rehearsal)
 
-    def _rows(self, log: RecordLog) -> RecordLog | np.ndarray:
+    def close(self) -> None:
+        """Stop the thread and wait for it (a verdict it is deciding ends first: ~10 ms)."""
+        if self._thread.is_alive():
+            self._jobs.put(None)
+            self._thread.join()
+
+    @staticmethod
+    def _rows(log: RecordLog) -> RecordLog | np.ndarray:
         if log.n <= LIVE_RECORDS:
             return log
-        return self._spread_rows().of(log)
+        return _spread_rows().of(log)
 
-    def _spread_rows(self) -> SpreadRows:
-        if self._spread is None:
-            self._spread = SpreadRows(LIVE_RECORDS)
-        return self._spread
-
-    def _rehearsal(self) -> None:
+    @staticmethod
+    def _rehearsal() -> None:
         for count in REHEARSED_COUNTS:
-            rows = self._spread_rows().rows[:count]
+            rows = _spread_rows().rows[:count]
             index = np.arange(count)
             for rss in ((1 << 27) + (index % 3) * 4096, (1 << 27) + index * 8192,
                         (1 << 27) + np.minimum(index, count // 4) * 8192):
@@ -99,33 +117,25 @@ class LiveVerdicts:
 
     def _run(self, job: Callable[[], T]) -> T:
         """``job()`` on the verdict thread, waited for (its exception raised here)."""
-        if threading.current_thread() is self._thread:
-            return job()
-        if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
-            # (A forked child has no thread of its parent's: it starts its own.)
-            self._jobs = queue.SimpleQueue()
-            self._thread = threading.Thread(target=self._serve, args=(self._jobs,),
-                                            name="leakwidget-verdict", daemon=True)
-            self._pid = os.getpid()
-            self._thread.start()
+        if not self._thread.is_alive():
+            raise RuntimeError("the watch's live verdicts were closed")
         done = threading.Event()
         box: list = []
         self._jobs.put((job, box, done))
-        done.wait()
+        while not done.wait(0.5):
+            if not self._thread.is_alive():  # closed meanwhile, from another thread
+                raise RuntimeError("the watch's live verdicts were closed")
         if isinstance(box[0], BaseException):
             raise box[0]
         return box[0]
 
     @staticmethod
     def _serve(jobs: queue.SimpleQueue) -> None:
-        while True:
-            job, box, done = jobs.get()
+        while (item := jobs.get()) is not None:
+            job, box, done = item
             try:
                 box.append(job())
             except BaseException as exc:  # handed to the caller, raised there
                 box.append(exc)
             done.set()
-            del job, box, done  # nothing of a finished verdict is kept alive here
-
-
-LIVE = LiveVerdicts()
+            del item, job, box, done  # nothing of a finished verdict is kept alive here

@@ -33,7 +33,7 @@ from .copying import as_attribution, copy_on_write, tree_growth
 from .guard import MemoryGuard, MemoryGuardTripped
 from .interrupts import Interrupts
 from .kinds import StopReason
-from .live import LIVE, judge
+from .live import LiveVerdicts, judge
 from .meter import Meter
 from .observer import Observer
 from .publisher import Publisher
@@ -171,6 +171,7 @@ class Watch:
         self._budget: Budget | None = None
         self._result: WatchResult | None = None
         self._children: WithChildren | None = None  # this process's descendants (in_process)
+        self._live: LiveVerdicts | None = None  # the live verdicts' thread, while it runs
         # Set by code that drives the iterations itself (the Keras callback): who that is, as
         # a watch started meanwhile is told, and a check that ends this watch if that code
         # stopped driving it without finishing it (its loop raised), True if it did.
@@ -250,6 +251,8 @@ class Watch:
             if self._children is not None:
                 self._children.t0 = self._t0
             self._meter = Meter(self._sampler, self._guard, self._t0, self.source, self.spec)
+            if self.live_verdict:
+                self._live = LiveVerdicts()
             if self.observers:
                 self._publisher = Publisher(self.observers, self._sampler.buffer, lambda: self.stages,
                                             lambda: self._children.latest if self._children else None).start()
@@ -283,7 +286,7 @@ class Watch:
     def settle(self) -> None:
         """Before the first iteration: hand back memory freed earlier, take the baseline census."""
         if self.source.in_process:
-            settle_memory(self.spec, self.live_verdict, getattr(self.tracker, "baseline_census", None))
+            settle_memory(self.spec, self._live, getattr(self.tracker, "baseline_census", None))
 
     def _stop_on(self, exc: BaseException, iteration: int | None = -1) -> None:
         """The step (or setup) raised: end the run, keeping what it measured."""
@@ -329,7 +332,7 @@ class Watch:
         return self.stopped is None
 
     def _update_verdict(self, now: float) -> None:
-        self.verdict = verdict_of(self.log, self.spec, self._headroom, self.baseline_rss, live=True)
+        self.verdict = verdict_of(self.log, self.spec, self._headroom, self.baseline_rss, live=self._live)
         # At most every VERDICT_INTERVAL, and never more than ~1% of the run's time.
         cost = time.perf_counter() - now
         self._next_verdict_t = now + max(VERDICT_INTERVAL, cost / VERDICT_SHARE)
@@ -370,13 +373,16 @@ class Watch:
 
 
 def _teardown(watch: Watch) -> None:
-    """Undo what ``Watch.start`` did, on every way out: stop the sampler, the children's reader
-    and the publisher, restore the switch interval, leave the stage session, free the process
-    for another watch."""
+    """Undo what ``Watch.start`` did, on every way out: stop the sampler, the live verdicts'
+    thread, the children's reader and the publisher, restore the switch interval, leave the
+    stage session, free the process for another watch."""
     global _active
     try:
         if watch._sampler is not None:
             watch._sampler.stop()
+        if watch._live is not None:
+            watch._live.close()
+            watch._live = None
         if watch._children is not None:
             watch._children.stop()
         if watch._publisher is not None:
@@ -564,17 +570,7 @@ def _refuse_unrun_body(returned: object) -> None:
                         "the loop inside it: lambda: asyncio.run(step()))")
 
 
-def rehearse_verdict(live: bool = True) -> None:
-    """After the clean-up before iteration 0, when the watch computes live verdicts (``live``):
-    take their working memory, on their own thread (live.py).
-
-    A verdict's working memory (1–1.8 MiB) is what malloc_trim just gave back; taken again by
-    the first live verdicts, it read as a plateau of 1–1.5 MiB on a flat step."""
-    if live:
-        LIVE.rehearse()
-
-
-def settle_memory(spec: WatchSpec, live_verdict: bool,
+def settle_memory(spec: WatchSpec, live: LiveVerdicts | None,
                   census: Callable[[], bool] | None = None) -> None:
     """Before the first iteration, collect and hand back memory freed earlier (an earlier
     run or cell, the pipeline the setup replaced), which a leak would reuse silently, hidden
@@ -582,7 +578,9 @@ def settle_memory(spec: WatchSpec, live_verdict: bool,
     TensorFlow) only when that is at most 1% of the planned run, else the young generations
     (what the setup dropped); then ``census``, the baseline census, which trims the allocator
     after it and says so (else the trim is made here): its temporaries go back to the system
-    with everything else; then a live verdict's memory is taken (rehearse_verdict).
+    with everything else; then, when the watch has ``live`` verdicts, their working memory is
+    taken on their thread (1–1.8 MiB: what malloc_trim just gave back; taken again by the first
+    live verdicts, it read as a plateau of 1–1.5 MiB on a flat step).
 
     np.median imports numpy.ma on its first call: it is imported before the census, with or
     without live verdicts, or the end-of-run verdict's import would be the newest objects of
@@ -594,12 +592,14 @@ def settle_memory(spec: WatchSpec, live_verdict: bool,
 
     if census is None or not census():
         sampler.malloc_trim()
-    rehearse_verdict(live_verdict)
+    if live is not None:
+        live.rehearse()
 
 
 def verdict_of(log: RecordLog, spec: WatchSpec, available: int | None, baseline_rss: int,
-               *, live: bool = False) -> Verdict:
-    """The verdict on the records so far; the projection uses the memory still available."""
+               *, live: LiveVerdicts | None = None) -> Verdict:
+    """The verdict on the records so far (decided on the ``live`` verdicts' thread when given);
+    the projection uses the memory still available."""
     headroom = available
     if log.n:
         # Headroom shrinks as the process grows: measure from the latest RSS.
@@ -607,6 +607,6 @@ def verdict_of(log: RecordLog, spec: WatchSpec, available: int | None, baseline_
         headroom = max(0, (available or 0) - max(0, last - baseline_rss))
         if spec.max_rss is not None:
             headroom = min(headroom, max(0, spec.max_rss - last))
-    if live:
-        return LIVE.verdict(log, headroom, spec.warmup)
+    if live is not None:
+        return live.verdict(log, headroom, spec.warmup)
     return judge(log, headroom, spec.warmup)
