@@ -73,6 +73,42 @@ def test_the_spread_a_live_verdict_reads_is_the_evenly_spread_records() -> None:
     assert spread.of(log) is rows  # the same buffers at every call
 
 
+_REDRAWS_OF_A_CALM_WATCH = r"""
+import time
+import leakwidget
+from leakwidget.engine import sampler
+from leakwidget.notebook.dashboard import Dashboard
+
+grew = []
+
+
+class Measured(Dashboard):  # each redraw of the running watch, its RSS change around it
+    def _draw_full(self, final=None):
+        before = sampler.rss()
+        super()._draw_full(final)
+        if final is None and self._data.last_index > 0:  # after iteration 0's (warm-up)
+            grew.append(sampler.rss() - before)
+
+
+dash = Measured(refresh_interval=0.2)
+leakwidget.watch(lambda: time.sleep(0.001), widget=False, seconds=4, observers=[dash])
+print(len(grew), sum(grew))
+"""
+
+
+@pytest.mark.slow
+def test_a_dashboards_redraws_take_no_new_memory_during_a_calm_watch() -> None:
+    # Drawn on the loop's thread, each redraw's arrays and messages grew with the points drawn
+    # (up to max_points) and took new pages of the step's heap: 270-470 KiB over a calm 10 s
+    # run. Drawn on the watch's own thread, whose arena took the largest redraw before the
+    # baseline (Dashboard.on_settled), they take nothing new. (A subprocess: its own heap; ~6 s.)
+    out = subprocess.run([sys.executable, "-c", _REDRAWS_OF_A_CALM_WATCH],
+                         capture_output=True, text=True, timeout=120, check=True)
+    redraws, grew = (int(v) for v in out.stdout.split()[-2:])
+    assert redraws >= 10, out.stdout
+    assert grew < 48 * KiB, f"{redraws} redraws took {grew / KiB:.0f} KiB of new memory"
+
+
 # ------------------------------------------------------------------------- a new user's first try
 
 STEPS = r"""

@@ -80,13 +80,13 @@ class LiveVerdicts:
 
     def verdict(self, log: RecordLog, headroom: int | None, warmup: int | None) -> Verdict:
         """The live verdict on ``log``: at most LIVE_RECORDS records, evenly spread."""
-        return self._run(lambda: judge(self._rows(log), headroom, warmup))
+        return self.call(lambda: judge(self._rows(log), headroom, warmup))
 
     def rehearse(self) -> None:
         """Made-up runs (flat, leaking, filling) of REHEARSED_COUNTS records, decided as live
         verdicts are: their working memory is then taken, and reused by the run's verdicts
         (~50 ms; the first time in a process it also imports what they import)."""
-        self._run(self._rehearsal)
+        self.call(self._rehearsal)
 
     def close(self) -> None:
         """Stop the thread and wait for it (a verdict it is deciding ends first: ~10 ms)."""
@@ -115,8 +115,9 @@ class LiveVerdicts:
                 rows["malloc_in_use"] = np.where(index % 8 == 0, (1 << 24) + index * 100, -1)
                 judge(rows, 1 << 33, None)
 
-    def _run(self, job: Callable[[], T]) -> T:
-        """``job()`` on the verdict thread, waited for (its exception raised here)."""
+    def call(self, job: Callable[[], T]) -> T:
+        """``job()`` on this thread, waited for (its exception raised here): a live verdict,
+        or a view's redraw (``Watch.aside``)."""
         if not self._thread.is_alive():
             raise RuntimeError("the watch's live verdicts were closed")
         done = threading.Event()

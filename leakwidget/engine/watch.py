@@ -201,6 +201,13 @@ class Watch:
         if self._stop_request is None:
             self._stop_request = reason
 
+    def aside(self, job: Callable[[], T]) -> T:
+        """``job()`` on the watch's own thread (the live verdicts'), waited for: what it
+        allocates comes from that thread's arena, not from the heap the step allocates from
+        (a view's redraws); here when the watch has no such thread."""
+        live = self._live
+        return live.call(job) if live is not None else job()
+
     # ------------------------------------------------------------------ drivers
     def run(self) -> WatchResult:
         return run_sync(self.run_async(NO_PAUSE))
@@ -284,9 +291,12 @@ class Watch:
         return step_fn
 
     def settle(self) -> None:
-        """Before the first iteration: hand back memory freed earlier, take the baseline census."""
+        """Before the first iteration: hand back memory freed earlier, take the baseline census,
+        then let the observers take what their updates will take (``on_settled``, aside)."""
         if self.source.in_process:
             settle_memory(self.spec, self._live, getattr(self.tracker, "baseline_census", None))
+            for ob in self.observers:
+                self.aside(ob.on_settled)
 
     def _stop_on(self, exc: BaseException, iteration: int | None = -1) -> None:
         """The step (or setup) raised: end the run, keeping what it measured."""

@@ -194,6 +194,18 @@ class RunData:
         return self.first_rss if self.first_rss is not None else 0.0
 
 
+def made_up(buckets: int, *, spread: bool = False) -> RunData:
+    """A made-up run whose ``buckets`` buckets are all full (every one but the open one holding
+    two points: the largest envelope a redraw sends). ``spread``: points apart in time and
+    memory; else all at the start, at the baseline (drawn, nothing shows)."""
+    data = RunData(buckets)
+    step = 0.01 if spread else 0.0
+    for i in range(2 * buckets - 1):
+        data.add_sample(i * step, 1.0e8 + i * spread)
+        data.add_iteration(i, i * step, i * step + step, 1.0e8 + i * spread, 0.01)
+    return data
+
+
 @dataclasses.dataclass
 class RunSeries:
     """One run drawn on the charts, and what the shared axes need of it."""
@@ -318,11 +330,8 @@ class Charts:
         """Compute a redraw of a small made-up run without drawing it: the first computation
         imports what numpy loads lazily (numpy.ma, for np.median: ~5 MiB) and sizes the
         allocator's bins, and that must happen before a run, not inside the first one measured."""
-        data = RunData(8)
-        for i in range(24):
-            data.add_sample(i * 0.01, 1.0e8 + i)
-            data.add_iteration(i, i * 0.01, i * 0.01 + 0.01, 1.0e8 + i, 0.01)
-        verdict = Verdict("leak", slope=1.0, onset=4, iterations=24, fit=[(4.0, 1.0e8 + 4), (23.0, 1.0e8 + 23)])
+        data = made_up(8, spread=True)
+        verdict = Verdict("leak", slope=1.0, onset=4, iterations=15, fit=[(4.0, 1.0e8 + 4), (14.0, 1.0e8 + 14)])
         idx, dur, end, rss, _n = data.iterations.means()
         data.samples.envelope()
         data.durations.envelope()

@@ -33,7 +33,7 @@ import ipywidgets as widgets
 import numpy as np
 from IPython import get_ipython
 
-from ..engine.observer import BaseObserver, RunControl, view_interval
+from ..engine.observer import BaseObserver, RunControl, aside, view_interval
 from ..engine.records import IterationRecord
 from ..engine.result import WatchResult
 from ..engine.scheduler import ControlState, Scheduler
@@ -55,13 +55,14 @@ from .banner import (
     live_banner,
     note_html,
 )
-from .charts import Charts, RunData, RunSeries
+from .charts import Charts, RunData, RunSeries, made_up
 from .controls import Controls
 from .outcome import Outcome
 from .strip import PipelineStrip
 
 __all__ = ["Dashboard", "show_dashboard"]
 
+REHEARSED_REDRAWS = 3  # before the baseline; the kernel sends them while the next are made
 PUBLISHER_DRAWS_AFTER = 1.5  # refresh intervals without a redraw before the sampler's thread draws
 
 
@@ -108,6 +109,7 @@ class Dashboard(widgets.VBox, BaseObserver):
         self._lock = threading.RLock()  # one redraw at a time
         self._data_lock = threading.Lock()  # the buckets: filled by two threads, read by redraws
         self._current: RunSeries | None = None
+        self._run: RunControl | None = None  # the run being drawn (its redraws run aside)
         self._data = RunData(self.max_points // 2)
         self._verdict = Verdict("inconclusive")
         self._stages: list[Stage] = []
@@ -158,6 +160,7 @@ class Dashboard(widgets.VBox, BaseObserver):
     def on_start(self, run: RunControl) -> None:
         with self._lock:
             self.scheduler.started(run)
+            self._run = run
             n = self.scheduler.runs
             label = run.label or (f"run {n}" if n == 1 else f"run {n}: {run.spec.toggles}")
             with self._data_lock:
@@ -173,6 +176,23 @@ class Dashboard(widgets.VBox, BaseObserver):
             else:
                 note = "" if delivery.clicks_delivered(run, get_ipython()) else delivery.NO_DELIVERY_NOTE
             self.say(note)
+
+    def on_settled(self) -> None:
+        # The largest redraw, drawn for real where the run's redraws will be drawn (on_iteration:
+        # the watch's own thread), once the watch has handed freed memory back: what its arrays,
+        # messages and the kernel's sending of them take is then taken before the baseline. Its
+        # points all lie at the run's start, at the baseline, and the run's own state is drawn
+        # over it at once.
+        with self._lock:
+            if self._current is not None:
+                self._guarded(self._rehearse_redraw)
+
+    def _rehearse_redraw(self) -> None:
+        series, data = self._current, made_up(self._data.samples.capacity)
+        for _ in range(REHEARSED_REDRAWS):
+            self.charts.draw_run(series, data, Verdict("inconclusive"), "running")
+            series.t_max, series.y_range = 0.0, None
+            self._draw_full()
 
     def on_stages(self, stages: Sequence[Stage]) -> None:
         with self._lock:
@@ -199,8 +219,11 @@ class Dashboard(widgets.VBox, BaseObserver):
         with self._data_lock:
             self._data.add_iteration(record.index, record.start, record.end, record.rss, record.duration)
         if time.perf_counter() - self._last_draw >= view_interval(self.refresh_interval, self._data.last_end):
+            # On the watch's own thread: the redraws' temporaries and messages (~270-470 KiB
+            # more as a run's points grow to max_points, on the step's heap) come from its
+            # arena, taken at full size by on_settled before the baseline.
             with self._lock:
-                self._guarded(self._draw_full)
+                aside(self._run, lambda: self._guarded(self._draw_full))
 
     def on_verdict(self, verdict: Verdict) -> None:
         self._verdict = verdict
