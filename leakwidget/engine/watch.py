@@ -292,9 +292,12 @@ class Watch:
 
     def settle(self) -> None:
         """Before the first iteration: hand back memory freed earlier, take the baseline census,
-        then let the observers take what their updates will take (``on_settled``, aside)."""
+        then let the children's reader and the observers take what their work will take (a
+        scan of the processes; ``on_settled``, aside)."""
         if self.source.in_process:
             settle_memory(self.spec, self._live, getattr(self.tracker, "baseline_census", None))
+            if self._children is not None:
+                self._children.rehearse()
             for ob in self.observers:
                 self.aside(ob.on_settled)
 
