@@ -34,8 +34,8 @@ from leakwidget.engine.spec import WatchSpec
 from leakwidget.engine.verdict import Verdict
 from leakwidget.engine.watch import Watch
 from leakwidget.notebook import delivery as live
-from leakwidget.notebook.charts import ChartLegend, nice_ticks
-from leakwidget.notebook.dashboard import REHEARSED_REDRAWS, Dashboard
+from leakwidget.notebook.charts import REHEARSED_REDRAWS, ChartLegend, nice_ticks
+from leakwidget.notebook.dashboard import Dashboard
 from leakwidget.notebook.strip import PipelineStrip, stage_dict
 from leakwidget.report.chart import render_png
 from leakwidget.report.colours import KIND_COLOURS, MIB, PHASES

@@ -202,9 +202,8 @@ class Watch:
             self._stop_request = reason
 
     def aside(self, job: Callable[[], T]) -> T:
-        """``job()`` on the watch's own thread (the live verdicts'), waited for: what it
-        allocates comes from that thread's arena, not from the heap the step allocates from
-        (a view's redraws); here when the watch has no such thread."""
+        """``job()`` on the watch's own thread (its live verdicts'), waited for: a view's
+        redraws, in an arena the step does not allocate from (here without live verdicts)."""
         live = self._live
         return live.call(job) if live is not None else job()
 
@@ -218,7 +217,7 @@ class Watch:
         self.yields_to_loop = pause.yields_to_loop
         self.start(drives_loop=True)  # on failure it has cleaned up after itself
         try:
-            step = self._run_setup()
+            step = _run_setup(self)
             self._loop_t0 = time.perf_counter()
             await _measured_loop(self, step, pause)
             if (self.tracker is not None and self.tracker.defers_tracing
@@ -270,25 +269,6 @@ class Watch:
         except BaseException:
             _teardown(self)
             raise
-
-    def _run_setup(self) -> Callable[[], object]:
-        """Run the setup; the step to call each iteration (state bound, tracker's wrapping)."""
-        step = self.spec.step
-        try:
-            if self.spec.setup is not None:
-                state = _bracketed(self.spec.setup, self._guard, self._interrupts)
-
-                def step_fn() -> object:
-                    return step(state)
-            else:
-                step_fn = step
-        except BaseException as exc:
-            self._stop_on(exc, iteration=None)
-            return step
-        self.settle()
-        if self.tracker is not None:
-            step_fn = self.tracker.wrap(step_fn, self.spec.code or find_step_code(step))
-        return step_fn
 
     def settle(self) -> None:
         """Before the first iteration: hand back memory freed earlier, take the baseline census,
@@ -383,6 +363,26 @@ class Watch:
             except Exception as exc:  # an observer must not lose the result
                 result.stage_notes.append(f"{type(ob).__name__} failed: {exc!r}")
         return result
+
+
+def _run_setup(watch: Watch) -> Callable[[], object]:
+    """Run the setup; the step to call each iteration (state bound, tracker's wrapping)."""
+    step = watch.spec.step
+    try:
+        if watch.spec.setup is not None:
+            state = _bracketed(watch.spec.setup, watch._guard, watch._interrupts)
+
+            def step_fn() -> object:
+                return step(state)
+        else:
+            step_fn = step
+    except BaseException as exc:
+        watch._stop_on(exc, iteration=None)
+        return step
+    watch.settle()
+    if watch.tracker is not None:
+        step_fn = watch.tracker.wrap(step_fn, watch.spec.code or find_step_code(step))
+    return step_fn
 
 
 def _teardown(watch: Watch) -> None:

@@ -46,6 +46,7 @@ from ..report.decimate import Buckets
 from ..report.trend import trend_line
 from .strip import js_module
 
+REHEARSED_REDRAWS = 3  # before the baseline; the kernel sends them while the next are made
 MAX_SERIES = 10  # runs overlaid at once; the oldest (after the first) make room
 RSS_HEIGHT, DURATION_HEIGHT = 300, 150  # px
 RSS_MARGIN = {"top": 16, "bottom": 42, "left": 66, "right": 20}
@@ -474,6 +475,22 @@ class Charts:
         colour = KIND_COLOURS["leak"] if flagged else "currentColor"
         if self.duration_chart.title_style.get("fill") != colour:
             self.duration_chart.title_style = {"font-size": "13px", "fill": colour}
+
+
+def rehearse_redraws(charts: Charts, series: RunSeries | None, data: RunData, redraw: Callable[[], None]) -> None:
+    """The largest redraw ``data``'s buckets allow, drawn for real into ``series`` (its points all
+    at the run's start, at the baseline), then the run's own state over it (``redraw``),
+    REHEARSED_REDRAWS times: on the watch's own thread after its clean-up before iteration 0
+    (Dashboard.on_settled), so that what a run's redraws take there (arrays, traitlet updates,
+    their messages and the kernel's sending of them: 270-470 KiB over 10 s as the points drawn
+    grew to max_points, on the step's heap) is taken before the baseline."""
+    if series is None:
+        return
+    made = made_up(data.samples.capacity)
+    for _ in range(REHEARSED_REDRAWS):
+        charts.draw_run(series, made, Verdict("inconclusive"), "running")
+        series.t_max, series.y_range = 0.0, None
+        redraw()
 
 
 def _extents(series: list[RunSeries]) -> tuple[float, float, float, float]:

@@ -55,14 +55,13 @@ from .banner import (
     live_banner,
     note_html,
 )
-from .charts import Charts, RunData, RunSeries, made_up
+from .charts import Charts, RunData, RunSeries, rehearse_redraws
 from .controls import Controls
 from .outcome import Outcome
 from .strip import PipelineStrip
 
 __all__ = ["Dashboard", "show_dashboard"]
 
-REHEARSED_REDRAWS = 3  # before the baseline; the kernel sends them while the next are made
 PUBLISHER_DRAWS_AFTER = 1.5  # refresh intervals without a redraw before the sampler's thread draws
 
 
@@ -178,21 +177,8 @@ class Dashboard(widgets.VBox, BaseObserver):
             self.say(note)
 
     def on_settled(self) -> None:
-        # The largest redraw, drawn for real where the run's redraws will be drawn (on_iteration:
-        # the watch's own thread), once the watch has handed freed memory back: what its arrays,
-        # messages and the kernel's sending of them take is then taken before the baseline. Its
-        # points all lie at the run's start, at the baseline, and the run's own state is drawn
-        # over it at once.
-        with self._lock:
-            if self._current is not None:
-                self._guarded(self._rehearse_redraw)
-
-    def _rehearse_redraw(self) -> None:
-        series, data = self._current, made_up(self._data.samples.capacity)
-        for _ in range(REHEARSED_REDRAWS):
-            self.charts.draw_run(series, data, Verdict("inconclusive"), "running")
-            series.t_max, series.y_range = 0.0, None
-            self._draw_full()
+        with self._lock:  # on the watch's own thread, where the run's redraws are drawn
+            self._guarded(lambda: rehearse_redraws(self.charts, self._current, self._data, self._draw_full))
 
     def on_stages(self, stages: Sequence[Stage]) -> None:
         with self._lock:
@@ -219,10 +205,7 @@ class Dashboard(widgets.VBox, BaseObserver):
         with self._data_lock:
             self._data.add_iteration(record.index, record.start, record.end, record.rss, record.duration)
         if time.perf_counter() - self._last_draw >= view_interval(self.refresh_interval, self._data.last_end):
-            # On the watch's own thread: the redraws' temporaries and messages (~270-470 KiB
-            # more as a run's points grow to max_points, on the step's heap) come from its
-            # arena, taken at full size by on_settled before the baseline.
-            with self._lock:
+            with self._lock:  # on the watch's own thread: not the step's heap (on_settled)
                 aside(self._run, lambda: self._guarded(self._draw_full))
 
     def on_verdict(self, verdict: Verdict) -> None:
@@ -270,12 +253,8 @@ class Dashboard(widgets.VBox, BaseObserver):
         self._last_draw = time.perf_counter()
 
     def _set_banner(self, banner: Banner, *, running: bool, verdict: str = "") -> None:
-        value = banner_html(banner, running=running, verdict=verdict)
-        if value != self.banner.value:
-            self.banner.value = value
-        details = details_html(banner.details, banner.log)
-        if details != self._details_text.value:
-            self._details_text.value = details
+        _set_value(self.banner, banner_html(banner, running=running, verdict=verdict))
+        _set_value(self._details_text, details_html(banner.details, banner.log))
 
     def _show_stages(self, *, prune_wishes: bool = False) -> None:
         self.strip.show(self._stages)
@@ -328,9 +307,8 @@ class Dashboard(widgets.VBox, BaseObserver):
             self.outcome.show(result)
 
     def show_compare(self, result: CompareResult, restore: WatchSpec | None = None) -> None:
-        """A comparison's answer as the headline in its own colour, never the last variant's
-        verdict (the pane and the details: report.comparison, banner.compare_banner); the
-        buttons and Run again are the user's watch's again (``restore``: its spec)."""
+        """A comparison's answer as the headline in its own colour, never the last variant's verdict
+        (report.comparison, banner.compare_banner); the buttons and Run again are the user's again."""
         with self._lock:
             self.scheduler.spec = restore or self.scheduler.spec
             self.controls.finished(result.results[result.baseline])
@@ -344,6 +322,11 @@ class Dashboard(widgets.VBox, BaseObserver):
     def save_report(self, path: str | None = None) -> str | None:
         """Save report: the answer shown as one page; the note says its file (see outcome.py)."""
         return self.outcome.save(path, self.say)
+
+
+def _set_value(widget: widgets.HTML, value: str) -> None:
+    if value != widget.value:  # an unchanged text sends no message
+        widget.value = value
 
 
 def report_text(banner: Banner, *, lines: int | None = None) -> str:
