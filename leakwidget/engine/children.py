@@ -75,11 +75,6 @@ class ChildResult:
         return line
 
 
-# Scans a rehearsal makes: the process table changes between scans, and the first few each
-# took new pages (12, 16, 8, 8 KiB; then none) on a machine where processes came and went.
-REHEARSED_SCANS = 4
-
-
 class WithChildren:
     """This process (``source``) and its descendants: what a watch samples and records.
 
@@ -96,8 +91,6 @@ class WithChildren:
         self.members = Members(os.getpid(), count_root=False, root_watched=True)
         self.t0 = time.perf_counter()  # the watch's clock, for the live readings (set by it)
         self._stop = threading.Event()
-        self._wake = threading.Event()  # set by stop() and rehearse()
-        self._asked: list[threading.Event] = []  # rehearsals asked for, each set when done
         self._read()  # children already running count from the start
         self._thread: threading.Thread | None = threading.Thread(
             target=self._loop, name="leakwidget-children", daemon=True)
@@ -111,41 +104,18 @@ class WithChildren:
         """The last round of readings of the children (for a live view), or None."""
         return self.members.latest if self.members.members else None
 
-    def rehearse(self) -> None:
-        """Looks for new processes on the reader's thread, waited for: after the watch's
-        clean-up before iteration 0, what psutil's scans of every process take (8-24 KiB each
-        at first, in that thread's arena) is taken before the baseline. Scans follow any process
-        created on the system (someone else's too): inside a calm run they were rises in it."""
-        if self._thread is None:
-            return
-        done = threading.Event()
-        self._asked.append(done)
-        self._wake.set()
-        done.wait(timeout=5)
-
     def stop(self) -> None:
         self._stop.set()
-        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
 
     def _loop(self) -> None:
-        while True:
-            self._wake.wait(self.members.next_due())
-            self._wake.clear()
-            if self._stop.is_set():
-                return
-            asked, self._asked = self._asked, []
+        while not self._stop.wait(self.members.next_due()):
             try:
-                for _ in range(REHEARSED_SCANS if asked else 0):
-                    self.members.find(force=True)
                 self._read()
             except Exception:  # a process table that changes under us must not end the thread
                 pass
-            finally:
-                for done in asked:
-                    done.set()
 
     def _read(self) -> None:
         readings = self.members.poll(self.t0)

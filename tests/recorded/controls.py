@@ -33,7 +33,6 @@ COLUMNS = ("index", "rss", "duration", "blocks", "peak_rss", "malloc_in_use")
 
 def watch(case: str, noise: int, seed: int):
     """One live run of a control, as the recording made it: (result, decide's keyword args)."""
-    import leakwidget.engine.live as judging  # where the watch's verdicts call decide
     import leakwidget.engine.watch as watch_module
     from leakwidget import examples as ex  # noqa: F401  (the factories' namespace)
     from leakwidget.engine.spec import WatchSpec
@@ -41,17 +40,17 @@ def watch(case: str, noise: int, seed: int):
     factory, n = CASES[case]
     setup, step = eval(factory, {"ex": ex, "KiB": KiB, "noise": noise, "seed": seed})
     seen: list[dict] = []
-    decide = judging.decide
+    decide = watch_module.decide
 
     def keep(*args, **kwargs):
         seen.append({"headroom": kwargs.get("headroom"), "warmup": kwargs.get("warmup")})
         return decide(*args, **kwargs)
 
-    judging.decide = keep
+    watch_module.decide = keep
     try:
         result = watch_module.Watch(WatchSpec(step, setup=setup, iterations=n), tracker=False).run()
     finally:
-        judging.decide = decide
+        watch_module.decide = decide
     return result, seen[-1]
 
 
