@@ -16,7 +16,7 @@ traced it at least ``RETRACED`` times, and on at least half of them, is named. T
 count by the Python function's code, so tf.functions made again and again from one ``def`` or
 ``lambda`` inside the loop (each traced on its first call) count as one function retraced.
 Nothing is said when TensorFlow was not imported, when its internals are not where this
-version of leakwidget looks (said so), or when memory did not grow.
+version of leakwidget looks, or when memory did not grow.
 
 Nothing here imports TensorFlow: the detector is read only from ``sys.modules``.
 """
