@@ -349,8 +349,14 @@ def test_what_a_program_leaves_behind_is_collected_when_it_ends(tmp_path: Path) 
         program = int(started.read_text())
 
         def orphans(status: str) -> int:
-            return sum(1 for p in psutil.Process(w.pid).children()
-                       if p.pid != program and (p.status() == psutil.STATUS_ZOMBIE) == (status == "ended"))
+            count = 0
+            for p in psutil.Process(w.pid).children():
+                try:  # one collected between the listing and its status is gone: not counted
+                    ended = p.status() == psutil.STATUS_ZOMBIE
+                except psutil.NoSuchProcess:
+                    continue
+                count += p.pid != program and ended == (status == "ended")
+            return count
 
         deadline = time.monotonic() + 2
         while (orphans("running") or orphans("ended")) and time.monotonic() < deadline:
