@@ -397,6 +397,27 @@ def test_a_census_counts_every_object_by_type_and_every_container_s_length():
     assert c.had_payload(np.array([id(v) for v in atoms.values()])).all()
 
 
+def test_payloads_outside_the_heap_are_counted_in_bytes_even_when_fewer_of_them_live() -> None:
+    """A run that frees many small ``bytes`` and keeps a few big ones has fewer ``bytes`` objects
+    and megabytes more of them outside Python's heap: the buffers are said, not 0."""
+    from leakwidget.engine.attribution import survey
+    from leakwidget.engine.attribution.census import _figures
+    from leakwidget.engine.attribution.grown import grown
+
+    small = [i.to_bytes(8, "little") * 8 for i in range(5000)]  # 64 B each, in the heap
+    base = survey.take_census(0, every=True)
+    small.clear()
+    kept = {i.to_bytes(8, "little") + bytes(64 * 1024 - 8) for i in range(40)}  # 64 KiB each
+    rows = grown(survey.survey(), base, None, 40)
+    row = next(g for g in rows if g.name == "bytes")
+    assert row.per_iteration < 0 < row.bytes_per_iteration
+    slope, _per_block, outside = _figures(rows)
+    # All the bytes' net growth is in buffers outside the heap (the 64 KiB ones, less the small
+    # ones freed): none of it is in pymalloc's blocks.
+    assert 0.9 * row.bytes_per_iteration <= outside <= slope, (outside, slope)
+    assert len(kept) == 40
+
+
 @pytest.mark.slow
 def test_an_unaffordable_census_is_skipped_and_said():
     leak: list = []

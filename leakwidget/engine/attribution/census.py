@@ -48,7 +48,7 @@ def _figures(grown: list[TypeGrowth]) -> tuple[float, float | None, float]:
     of the growth the census counts."""
     counted = [g for g in grown if g.counted and g.steady is not False and g.bytes_per_iteration > 0]
     slope = sum(g.bytes_per_iteration for g in counted)
-    outside = sum(g.per_iteration * g._outside for g in counted if g.per_iteration > 0)
+    outside = sum(max(g._outside, 0.0) for g in counted)
     # Bytes per pymalloc block of the objects that grow (not of the whole heap): the figure
     # that turns the per-iteration block count into bytes.
     nblk = sum(g.per_iteration * g._blocks for g in counted)

@@ -79,7 +79,7 @@ def _grown_types(s: Survey, base: Census, mid: Census | None, span: int,
         if sizes:
             g._blocks = float(np.mean([x[1] for x in sizes]))
             g._block_bytes = float(np.mean([x[2] for x in sizes]))
-            g._outside = float(np.mean([x[3] for x in sizes]))
+            g._outside = d / span * float(np.mean([x[3] for x in sizes]))
         out.append(g)
     return out
 
@@ -117,7 +117,9 @@ def _grown_payloads(s: Survey, base: Census, mid: Census | None, span: int) -> l
         mean = (b - b0) / added if added > 0 else b / max(n, 1)
         m = None if mid is None else mid.payloads.get(name, (0, 0, 0))[1]
         g = TypeGrowth(name, added / span, (b - b0) / span, mean, _steady(b0, m, b), payload=True)
-        g._outside = (outside - out0) / max(added, 1) if added > 0 else 0.0
+        # Counted in bytes, not per object: a run can free more small payloads than it keeps
+        # big ones (fewer bytes objects, and megabytes more of them outside the heap).
+        g._outside = min(max((outside - out0) / span, 0.0), g.bytes_per_iteration)
         out.append(g)
     return out
 
@@ -192,7 +194,7 @@ def _grown_container(
         t.bytes_per_iteration = t.per_iteration * per_item
         t._blocks = float(np.mean([x[1] for x in sizes]))
         t._block_bytes = float(np.mean([x[2] for x in sizes]))
-        t._outside = float(np.mean([x[3] for x in sizes]))
+        t._outside = t.per_iteration * float(np.mean([x[3] for x in sizes]))
     return g
 
 

@@ -26,7 +26,7 @@ class TypeGrowth:
     payload: bool = False  # objects the collector does not track (arrays, buffers), sized exactly
     _blocks: float = field(default=0.0, repr=False)  # pymalloc blocks per object (estimate)
     _block_bytes: float = field(default=0.0, repr=False)
-    _outside: float = field(default=0.0, repr=False)  # bytes per object outside Python's heap
+    _outside: float = field(default=0.0, repr=False)  # bytes / iteration of it outside Python's heap
     _id: int = field(default=0, repr=False)  # a container row's id(), to find it again
     _item: str = field(default="", repr=False)  # a container row's item type
     _holds: str = field(default="", repr=False)  # a dict row's items: "values" or "keys"
