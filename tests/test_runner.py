@@ -217,6 +217,25 @@ def test_samples_are_taken_at_100_hz_or_more():
     assert np.all(np.diff(r.samples[:, 0]) >= 0), "samples must be in time order"
 
 
+def test_the_series_holds_the_last_iterations_reading_however_short_the_run():
+    # Iterations of 64 KiB of fresh pages end every few dozen microseconds, the sampler reads
+    # every 8 ms: the series still holds the RSS the last iteration's end read, not only a
+    # reading up to 8 ms (in a short run, a good part of its growth) before it.
+    junk: list[mmap.mmap] = []
+
+    def step() -> None:
+        m = mmap.mmap(-1, 1 << 16)
+        m.write(b"x" * (1 << 16))
+        junk.append(m)
+
+    r = Watch(WatchSpec(step, iterations=300)).run()
+    end, rss = r.column("end")[-1], r.column("rss")[-1]
+    t, v = r.samples[:, 0], r.samples[:, 1]
+    at = np.flatnonzero(t == end)
+    assert at.size == 1 and v[at[0]] == rss, (end, t[-3:])
+    assert np.all(np.diff(t) >= 0)
+
+
 def test_the_series_stays_in_time_order_when_readings_arrive_late_and_when_compacted():
     # The sampler thread and the runner both append, each stamping its time before reading
     # /proc (which releases the GIL): a reading can land just after a later one.

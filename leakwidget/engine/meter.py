@@ -117,6 +117,11 @@ class Meter:
         return (index, self._t_start - self._t0, t_end - self._t0, rss1, peak,
                 t_end - self._t_start, blocks, delta, in_use)
 
+    def keep_last(self) -> None:
+        """Once the sampler has stopped: the last iteration's end reading ends its series."""
+        if self.last_rss is not None:
+            self._sampler.keep(self._t_end - self._t0, self.last_rss)
+
     def close(self) -> None:
         if self._peak is not None:
             self._peak.close()

@@ -470,6 +470,16 @@ class Sampler:
             self._thread.join(timeout=5)
             self._thread = None
 
+    def keep(self, t: float, value: int) -> None:
+        """The last iteration's reading (after :meth:`stop`), kept whatever the interval since
+        the last sample (:meth:`offer` may have left it out): the series holds the run's last
+        reading, which in a run of a few milliseconds one interval is a good part of."""
+        if not self.alive and t != self.offered_t:
+            self.buffer.append(t, value)  # (in time order, even before a later sample)
+            self.offered_t = t
+            if t > self.last_t:
+                self.last_t, self.last_value = t, value
+
     @property
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()

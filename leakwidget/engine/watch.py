@@ -376,6 +376,8 @@ def _teardown(watch: Watch) -> None:
     try:
         if watch._sampler is not None:
             watch._sampler.stop()
+            if watch._meter is not None:
+                watch._meter.keep_last()
         if watch._children is not None:
             watch._children.stop()
         if watch._publisher is not None:
