@@ -105,10 +105,20 @@ class WithChildren:
         return self.members.latest if self.members.members else None
 
     def stop(self) -> None:
+        """Stop reading, with a last reading of the known children at once (whatever the
+        budget): a short run in a large process may have had none since its setup, and each
+        child's series, verdict and line must reach the run's end."""
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
+        if self._thread is None:
+            return
+        self._thread.join(timeout=5)
+        ended = not self._thread.is_alive()  # (else a reading still runs: no second one beside it)
+        self._thread = None
+        if ended and self.members.members:
+            try:
+                self._read(at_once=True)
+            except Exception:  # a process table that changes under us must not lose the result
+                pass
 
     def _loop(self) -> None:
         while not self._stop.wait(self.members.next_due()):
@@ -117,8 +127,8 @@ class WithChildren:
             except Exception:  # a process table that changes under us must not end the thread
                 pass
 
-    def _read(self) -> None:
-        readings = self.members.poll(self.t0)
+    def _read(self, at_once: bool = False) -> None:
+        readings = self.members.poll(self.t0, at_once=at_once)
         if readings is not None:
             self.total = sum(r.private for r in readings.values())
 

@@ -350,7 +350,8 @@ class Charts:
         if rng is not None:
             series.y_range = ((rng[0] - base) / MIB, (rng[1] - base) / MIB)
         if self.workers.children:
-            self.workers.draw(data.start, data.last_end + 0.01 if final and data.last_index >= 0 else None)
+            self.workers.draw(data.start)
+            series.t_max = max(series.t_max, self.workers.t_max)
             self._draw_legend()
         self._draw_axes()
 

@@ -64,10 +64,11 @@ class WorkerLines:
         self.entries: list[dict] = []  # the legend's, in the order drawn
         self.note = ""
         self.y_range: tuple[float, float] | None = None  # MiB of change after the setup
+        self.t_max = 0.0  # the last reading drawn (the one at the run's end comes after its samples)
 
     def clear(self) -> None:
         self.children.clear()
-        self.entries, self.note, self.y_range = [], "", None
+        self.entries, self.note, self.y_range, self.t_max = [], "", None, 0.0
         if self.mark.x.size:
             with self.mark.hold_sync():
                 self.mark.x = self.mark.y = np.zeros((0, 0), np.float32)
@@ -103,16 +104,13 @@ class WorkerLines:
         self.children[pid] = tracked = Tracked(pid, name, colour, private)
         return tracked
 
-    def draw(self, start: float | None, t_end: float | None = None) -> None:
+    def draw(self, start: float | None) -> None:
         """The lines of the children that grew most, as change since ``start`` (the end of the
-        setup; see ``report.workers.run_from``); ``t_end``: readings after it are left out
-        (the watch's own end)."""
+        setup; see ``report.workers.run_from``). (The children are read until the run's last
+        iteration has ended and once more then, never during the watch's own end.)"""
         lines = {}
         for pid, c in self.children.items():
             t, v = c.private.envelope()
-            if t_end is not None:
-                keep = int(np.searchsorted(t, t_end, side="right"))
-                t, v = t[:keep], v[:keep]
             if t.size:
                 lines[pid] = (t, v)
         growth = {pid: growth_of(t, v, start) for pid, (t, v) in lines.items()}
@@ -134,6 +132,7 @@ class WorkerLines:
             if colours and colours != list(self.mark.colors):
                 self.mark.colors = colours
         self.y_range = (min(lows), max(highs)) if shown else None
+        self.t_max = max((float(lines[p][0][-1]) for p in shown), default=0.0)
         self.entries = [{"label": self.children[pid].label, "colour": self.children[pid].colour,
                          "copying": self.children[pid].copying} for pid in shown]
         self.note = not_shown(len(lines) - len(shown)) if shown else ""
