@@ -12,6 +12,7 @@ import pickle
 import queue
 import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -27,7 +28,7 @@ from leakwidget.engine.observer import BaseObserver
 from leakwidget.engine.records import IterationRecord
 from leakwidget.engine.result import WatchResult
 from leakwidget.engine.spec import WatchSpec
-from leakwidget.engine.watch import Watch
+from leakwidget.engine.watch import Watch, active_watch
 
 MiB = 1024 * 1024
 
@@ -136,6 +137,83 @@ def test_the_memory_guard_cannot_be_swallowed_by_a_bare_except() -> None:
     keep.clear()
     assert r.stopped == "memory-guard"
     assert peak < limit + 64 * MiB, f"RSS reached {peak / MiB:.0f} MiB against a limit of {limit / MiB:.0f}"
+
+
+def _leakwidget_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("leakwidget")]
+
+
+class _StopAt(BaseObserver):
+    """Stop (as the button does), or raise an interrupt, at iteration 5."""
+
+    def __init__(self, how: str) -> None:
+        self.how, self.run = how, None
+
+    def on_start(self, run: Any) -> None:
+        self.run = run
+        if self.how == "start fails":
+            raise RuntimeError("a view that cannot start")
+
+    def on_iteration(self, record: IterationRecord) -> None:
+        if record.index == 5 and self.how == "stop":
+            self.run.request_stop()
+        if record.index == 5 and self.how == "interrupt":
+            signal.raise_signal(signal.SIGINT)
+
+
+def _way_out(how: str) -> str | None:
+    """A watch with live verdicts (and a view) ended one way; how it says it stopped."""
+    keep: list = []
+
+    def step() -> None:
+        if how == "step raises" and len(keep) == 5:
+            raise ValueError("the user's step fails")
+        if how == "memory guard":
+            keep.append(np.ones(4 * MiB // 8))
+        keep.append(None)
+
+    def setup() -> None:
+        raise ValueError("the user's setup fails")
+
+    spec = WatchSpec(step, iterations=10_000 if how != "budget" else 20, exact_peaks=True,
+                     setup=setup if how == "setup raises" else None,
+                     max_rss=sampler.rss() + 64 * MiB if how == "memory guard" else None)
+    watch = Watch(spec, [_StopAt(how)], tracker=False, live_verdict=True)
+    if how == "start fails":
+        with pytest.raises(RuntimeError):
+            watch.run()
+        return None
+    if how == "pushed":  # begin/end_iteration, as the Keras callback drives it
+        watch.start()
+        watch.settle()
+        for _ in range(5):
+            watch.begin_iteration()
+            step()
+            watch.end_iteration()
+        return watch.finish().stopped
+    if how == "cancelled":
+        async def cancel() -> str | None:
+            task = asyncio.ensure_future(watch.run_async())
+            while watch.index < 5:
+                await asyncio.sleep(0.001)
+            task.cancel()
+            return (await task).stopped
+        return asyncio.run(cancel())
+    return watch.run().stopped
+
+
+WAYS_OUT = {"budget": "iterations", "stop": "stopped", "step raises": "error", "setup raises": "error",
+            "interrupt": "interrupted", "memory guard": "memory-guard", "pushed": "ended",
+            "cancelled": "interrupted", "start fails": None}
+
+
+@pytest.mark.parametrize("how", list(WAYS_OUT))
+def test_every_way_out_of_a_watch_stops_and_joins_its_threads(how: str) -> None:
+    # The live verdicts' thread ("leakwidget-verdict") was one per process, left running after
+    # every watch: a kernel interrupted, or a Keras fit that raised, kept it.
+    assert _leakwidget_threads() == []
+    assert _way_out(how) == WAYS_OUT[how]
+    assert _leakwidget_threads() == [] and active_watch() is None
 
 
 # ------------------------------------------------------------------------------ in a real kernel

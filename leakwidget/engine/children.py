@@ -75,6 +75,11 @@ class ChildResult:
         return line
 
 
+# Scans a rehearsal makes: the process table changes between scans, and the first few each
+# took new pages (12, 16, 8, 8 KiB; then none) on a machine where processes came and went.
+REHEARSED_SCANS = 4
+
+
 class WithChildren:
     """This process (``source``) and its descendants: what a watch samples and records.
 
@@ -91,6 +96,8 @@ class WithChildren:
         self.members = Members(os.getpid(), count_root=False, root_watched=True)
         self.t0 = time.perf_counter()  # the watch's clock, for the live readings (set by it)
         self._stop = threading.Event()
+        self._wake = threading.Event()  # set by stop() and rehearse()
+        self._asked: list[threading.Event] = []  # rehearsals asked for, each set when done
         self._read()  # children already running count from the start
         self._thread: threading.Thread | None = threading.Thread(
             target=self._loop, name="leakwidget-children", daemon=True)
@@ -104,11 +111,24 @@ class WithChildren:
         """The last round of readings of the children (for a live view), or None."""
         return self.members.latest if self.members.members else None
 
+    def rehearse(self) -> None:
+        """Looks for new processes on the reader's thread, waited for: after the watch's
+        clean-up before iteration 0, what psutil's scans of every process take (8-24 KiB each
+        at first, in that thread's arena) is taken before the baseline. Scans follow any process
+        created on the system (someone else's too): inside a calm run they were rises in it."""
+        if self._thread is None:
+            return
+        done = threading.Event()
+        self._asked.append(done)
+        self._wake.set()
+        done.wait(timeout=5)
+
     def stop(self) -> None:
         """Stop reading, with a last reading of the known children at once (whatever the
         budget): a short run in a large process may have had none since its setup, and each
         child's series, verdict and line must reach the run's end."""
         self._stop.set()
+        self._wake.set()
         if self._thread is None:
             return
         self._thread.join(timeout=5)
@@ -121,11 +141,21 @@ class WithChildren:
                 pass
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.members.next_due()):
+        while True:
+            self._wake.wait(self.members.next_due())
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            asked, self._asked = self._asked, []
             try:
+                for _ in range(REHEARSED_SCANS if asked else 0):
+                    self.members.find(force=True)
                 self._read()
             except Exception:  # a process table that changes under us must not end the thread
                 pass
+            finally:
+                for done in asked:
+                    done.set()
 
     def _read(self, at_once: bool = False) -> None:
         readings = self.members.poll(self.t0, at_once=at_once)

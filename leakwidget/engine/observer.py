@@ -11,6 +11,7 @@ When each event arrives, and from which thread:
 event           when                                                     thread
 ==============  =======================================================  ==================
 on_start        before the setup                                         the loop's
+on_settled      after the clean-up before iteration 0 (in this process)  the run's own
 on_stages       when the recorded pipeline stages change                 the publisher's
 on_samples      new RSS samples, every ``PUBLISH_INTERVAL`` (and at end)  the publisher's
 on_children     a new reading of the child processes' memory              the publisher's
@@ -19,14 +20,16 @@ on_verdict      after each live verdict (at most every 0.5 s)            the loo
 on_finish       once, with the result (attribution already set)          the loop's
 ==============  =======================================================  ==================
 
-Observers run in the order given; an observer that raises in ``on_finish`` does not lose the
+A watch in this process has a thread of its own (``Watch.aside``: its live verdicts are
+decided there, in an allocator arena the step does not use); an observer runs work there with
+:func:`aside`. Observers run in the order given; an observer that raises in ``on_finish`` does not lose the
 result (its error becomes a note).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from typing import Protocol, TypeVar
 
 import numpy as np
 
@@ -37,6 +40,8 @@ from .records import IterationRecord
 from .result import WatchResult
 from .spec import WatchSpec
 from .verdict import Verdict
+
+T = TypeVar("T")
 
 PUBLISH_INTERVAL = 0.1  # seconds between sample batches sent to observers
 # A view of a long run is refreshed less often: every 1/VIEW_UPDATES_PER_ELAPSED of the time it has
@@ -73,8 +78,22 @@ class RunControl(Protocol):
         ...
 
 
+def aside(run: RunControl | None, job: Callable[[], T]) -> T:
+    """``job()`` on the thread of its own a run in this process has (a :class:`~leakwidget.
+    engine.watch.Watch`'s ``aside``: its allocator arena is not the step's), waited for; here
+    for a run that has none (one replayed from elsewhere measures another process)."""
+    call = getattr(run, "aside", None)
+    return call(job) if call is not None else job()
+
+
 class Observer(Protocol):
     def on_start(self, run: RunControl) -> None: ...
+
+    def on_settled(self) -> None:
+        """On the run's own thread, after the clean-up before iteration 0 and before the
+        baseline: take now the memory this observer's updates will take (a view's redraws),
+        so that it is not measured as the step's."""
+        ...
 
     def on_stages(self, stages: Sequence[Stage]) -> None: ...
 
@@ -101,6 +120,9 @@ class BaseObserver:
     """Every event ignored: subclass it and override what you need."""
 
     def on_start(self, run: RunControl) -> None:
+        pass
+
+    def on_settled(self) -> None:
         pass
 
     def on_stages(self, stages: Sequence[Stage]) -> None:

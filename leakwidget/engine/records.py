@@ -137,9 +137,42 @@ class RecordLog:
         n = self.n
         return self._rows[name][n - 1].item() if n else None
 
+    def take(self, index: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """The rows at ``index`` (valid row numbers), written into ``out`` (a table of this
+        dtype, as long as ``index``): no new array."""
+        n = self.n
+        return np.take(self._rows[:n], index, out=out, mode="clip")  # "raise" would buffer
+
     def records(self) -> list[IterationRecord]:
         cols = [self.column(k).tolist() for k in FIELDS]
         return [IterationRecord(*row) for row in zip(*cols, strict=True)]
 
     def __len__(self) -> int:
         return self.n
+
+
+class SpreadRows:
+    """``count`` evenly spread rows of a log, its first and newest included (their iteration
+    numbers stay true), written into buffers allocated and touched once.
+
+    What a live verdict reads once the log holds more than ``count`` rows. Picked by fancy
+    indexing, they were fresh arrays at every call, and the first such call came inside the
+    run: ~330 KiB of new heap pages in the verdict that first read a spread, a rise of the
+    watch's own in the series it judged (seen with perf's page-fault records)."""
+
+    def __init__(self, count: int) -> None:
+        if count < 2:
+            raise ValueError(f"count must be at least 2, got {count}")
+        self.rows = np.ones(count, dtype=_DTYPE)
+        self._steps = np.arange(count, dtype=np.float64)
+        self._at = np.ones(count, dtype=np.float64)
+        self._index = np.ones(count, dtype=np.intp)
+
+    def of(self, log: RecordLog) -> np.ndarray:
+        """The spread of ``log`` (at least ``count`` rows): np.linspace(0, n - 1, count)
+        rounded, computed in place."""
+        n = log.n
+        np.multiply(self._steps, (n - 1) / (self.rows.size - 1), out=self._at)
+        np.rint(self._at, out=self._at)
+        np.copyto(self._index, self._at, casting="unsafe")
+        return log.take(self._index, self.rows)

@@ -33,6 +33,7 @@ from .copying import as_attribution, copy_on_write, tree_growth
 from .guard import MemoryGuard, MemoryGuardTripped
 from .interrupts import Interrupts
 from .kinds import StopReason
+from .live import LiveVerdicts, judge
 from .meter import Meter
 from .observer import Observer
 from .publisher import Publisher
@@ -40,7 +41,7 @@ from .records import RecordLog
 from .result import WatchResult
 from .sources import THIS_PROCESS, MemorySource
 from .spec import WatchSpec
-from .verdict import Verdict, decide
+from .verdict import Verdict
 
 FULL_GC_SECONDS_PER_BLOCK = 160e-9  # a full gc.collect(), measured with TensorFlow loaded
 VERDICT_INTERVAL = 0.5  # seconds between live verdicts, at least
@@ -170,6 +171,7 @@ class Watch:
         self._budget: Budget | None = None
         self._result: WatchResult | None = None
         self._children: WithChildren | None = None  # this process's descendants (in_process)
+        self._live: LiveVerdicts | None = None  # the live verdicts' thread, while it runs
         # Set by code that drives the iterations itself (the Keras callback): who that is, as
         # a watch started meanwhile is told, and a check that ends this watch if that code
         # stopped driving it without finishing it (its loop raised), True if it did.
@@ -199,6 +201,12 @@ class Watch:
         if self._stop_request is None:
             self._stop_request = reason
 
+    def aside(self, job: Callable[[], T]) -> T:
+        """``job()`` on the watch's own thread (its live verdicts'), waited for: a view's
+        redraws, in an arena the step does not allocate from (here without live verdicts)."""
+        live = self._live
+        return live.call(job) if live is not None else job()
+
     # ------------------------------------------------------------------ drivers
     def run(self) -> WatchResult:
         return run_sync(self.run_async(NO_PAUSE))
@@ -209,7 +217,7 @@ class Watch:
         self.yields_to_loop = pause.yields_to_loop
         self.start(drives_loop=True)  # on failure it has cleaned up after itself
         try:
-            step = self._run_setup()
+            step = _run_setup(self)
             self._loop_t0 = time.perf_counter()
             await _measured_loop(self, step, pause)
             if (self.tracker is not None and self.tracker.defers_tracing
@@ -249,6 +257,8 @@ class Watch:
             if self._children is not None:
                 self._children.t0 = self._t0
             self._meter = Meter(self._sampler, self._guard, self._t0, self.source, self.spec)
+            if self.live_verdict:
+                self._live = LiveVerdicts()
             if self.observers:
                 self._publisher = Publisher(self.observers, self._sampler.buffer, lambda: self.stages,
                                             lambda: self._children.latest if self._children else None).start()
@@ -260,29 +270,16 @@ class Watch:
             _teardown(self)
             raise
 
-    def _run_setup(self) -> Callable[[], object]:
-        """Run the setup; the step to call each iteration (state bound, tracker's wrapping)."""
-        step = self.spec.step
-        try:
-            if self.spec.setup is not None:
-                state = _bracketed(self.spec.setup, self._guard, self._interrupts)
-
-                def step_fn() -> object:
-                    return step(state)
-            else:
-                step_fn = step
-        except BaseException as exc:
-            self._stop_on(exc, iteration=None)
-            return step
-        self.settle()
-        if self.tracker is not None:
-            step_fn = self.tracker.wrap(step_fn, self.spec.code or find_step_code(step))
-        return step_fn
-
     def settle(self) -> None:
-        """Before the first iteration: hand back memory freed earlier, take the baseline census."""
+        """Before the first iteration: hand back memory freed earlier, take the baseline census,
+        then let the children's reader and the observers take what their work will take (a
+        scan of the processes; ``on_settled``, aside)."""
         if self.source.in_process:
-            settle_memory(self.spec, self.live_verdict, getattr(self.tracker, "baseline_census", None))
+            settle_memory(self.spec, self._live, getattr(self.tracker, "baseline_census", None))
+            if self._children is not None:
+                self._children.rehearse()
+            for ob in self.observers:
+                self.aside(ob.on_settled)
 
     def _stop_on(self, exc: BaseException, iteration: int | None = -1) -> None:
         """The step (or setup) raised: end the run, keeping what it measured."""
@@ -328,7 +325,7 @@ class Watch:
         return self.stopped is None
 
     def _update_verdict(self, now: float) -> None:
-        self.verdict = verdict_of(self.log, self.spec, self._headroom, self.baseline_rss, live=True)
+        self.verdict = verdict_of(self.log, self.spec, self._headroom, self.baseline_rss, live=self._live)
         # At most every VERDICT_INTERVAL, and never more than ~1% of the run's time.
         cost = time.perf_counter() - now
         self._next_verdict_t = now + max(VERDICT_INTERVAL, cost / VERDICT_SHARE)
@@ -368,16 +365,39 @@ class Watch:
         return result
 
 
+def _run_setup(watch: Watch) -> Callable[[], object]:
+    """Run the setup; the step to call each iteration (state bound, tracker's wrapping)."""
+    step = watch.spec.step
+    try:
+        if watch.spec.setup is not None:
+            state = _bracketed(watch.spec.setup, watch._guard, watch._interrupts)
+
+            def step_fn() -> object:
+                return step(state)
+        else:
+            step_fn = step
+    except BaseException as exc:
+        watch._stop_on(exc, iteration=None)
+        return step
+    watch.settle()
+    if watch.tracker is not None:
+        step_fn = watch.tracker.wrap(step_fn, watch.spec.code or find_step_code(step))
+    return step_fn
+
+
 def _teardown(watch: Watch) -> None:
-    """Undo what ``Watch.start`` did, on every way out: stop the sampler, the children's reader
-    and the publisher, restore the switch interval, leave the stage session, free the process
-    for another watch."""
+    """Undo what ``Watch.start`` did, on every way out: stop the sampler, the live verdicts'
+    thread, the children's reader and the publisher, restore the switch interval, leave the
+    stage session, free the process for another watch."""
     global _active
     try:
         if watch._sampler is not None:
             watch._sampler.stop()
             if watch._meter is not None:
                 watch._meter.keep_last()
+        if watch._live is not None:
+            watch._live.close()
+            watch._live = None
         if watch._children is not None:
             watch._children.stop()
         if watch._publisher is not None:
@@ -565,31 +585,7 @@ def _refuse_unrun_body(returned: object) -> None:
                         "the loop inside it: lambda: asyncio.run(step()))")
 
 
-# Records a live verdict reads at most. Its working memory grows with the records it reads, and
-# the run measures that memory: read in full, a fast step's 12,000 records of 20 s lifted a flat
-# run by ~1 MiB and made it "inconclusive"; read in sizes that varied from call to call, it
-# crept up by 1.6 MiB over 10 minutes. LIVE_RECORDS evenly spread records (their iteration
-# numbers stay true) keep it bounded and the same at every call; the final verdict reads all.
-LIVE_RECORDS = 4096
-
-
-def rehearse_verdict(live: bool = True) -> None:
-    """One live-sized verdict on made-up records, after the clean-up before iteration 0 (when
-    the watch computes live verdicts: ``live``).
-
-    A verdict's working memory (~2 MiB at LIVE_RECORDS records) is what malloc_trim just gave
-    back; taken again by the first live verdicts, it read as a plateau of 1–1.5 MiB on a flat
-    step. Taken here (~25 ms), the live verdicts reuse it. (Its first call in a process leaves
-    ~30 small objects; what it imports is imported before the baseline census, below.)"""
-    if not live:
-        return
-    index = np.arange(LIVE_RECORDS)
-    rss = (1 << 27) + (index % 3) * 4096
-    decide(index, rss, durations=np.full(index.size, 1e-3), blocks=np.full(index.size, 1000),
-           peaks=rss + 4096, in_use=np.where(index % 8 == 0, 1 << 24, -1), headroom=1 << 33)
-
-
-def settle_memory(spec: WatchSpec, live_verdict: bool,
+def settle_memory(spec: WatchSpec, live: LiveVerdicts | None,
                   census: Callable[[], bool] | None = None) -> None:
     """Before the first iteration, collect and hand back memory freed earlier (an earlier
     run or cell, the pipeline the setup replaced), which a leak would reuse silently, hidden
@@ -597,7 +593,9 @@ def settle_memory(spec: WatchSpec, live_verdict: bool,
     TensorFlow) only when that is at most 1% of the planned run, else the young generations
     (what the setup dropped); then ``census``, the baseline census, which trims the allocator
     after it and says so (else the trim is made here): its temporaries go back to the system
-    with everything else; then a live verdict's memory is taken (rehearse_verdict).
+    with everything else; then, when the watch has ``live`` verdicts, their working memory is
+    taken on their thread (1–1.8 MiB: what malloc_trim just gave back; taken again by the first
+    live verdicts, it read as a plateau of 1–1.5 MiB on a flat step).
 
     np.median imports numpy.ma on its first call: it is imported before the census, with or
     without live verdicts, or the end-of-run verdict's import would be the newest objects of
@@ -609,12 +607,14 @@ def settle_memory(spec: WatchSpec, live_verdict: bool,
 
     if census is None or not census():
         sampler.malloc_trim()
-    rehearse_verdict(live_verdict)
+    if live is not None:
+        live.rehearse()
 
 
 def verdict_of(log: RecordLog, spec: WatchSpec, available: int | None, baseline_rss: int,
-               *, live: bool = False) -> Verdict:
-    """The verdict on the records so far; the projection uses the memory still available."""
+               *, live: LiveVerdicts | None = None) -> Verdict:
+    """The verdict on the records so far (decided on the ``live`` verdicts' thread when given);
+    the projection uses the memory still available."""
     headroom = available
     if log.n:
         # Headroom shrinks as the process grows: measure from the latest RSS.
@@ -622,16 +622,6 @@ def verdict_of(log: RecordLog, spec: WatchSpec, available: int | None, baseline_
         headroom = max(0, (available or 0) - max(0, last - baseline_rss))
         if spec.max_rss is not None:
             headroom = min(headroom, max(0, spec.max_rss - last))
-    pick = slice(None)
-    if live and log.n > LIVE_RECORDS:
-        # Always the same number of records, evenly spread, the newest included: the verdict's
-        # temporaries are then the same size at every call, and reuse the same memory.
-        pick = np.linspace(0, log.n - 1, LIVE_RECORDS).round().astype(np.intp)
-
-    def col(name: str) -> np.ndarray:
-        return log.column(name)[pick]
-
-    return decide(
-        col("index"), col("rss"), durations=col("duration"), warmup=spec.warmup, headroom=headroom,
-        blocks=col("blocks"), peaks=col("peak_rss"), in_use=col("malloc_in_use"),
-    )
+    if live is not None:
+        return live.verdict(log, headroom, spec.warmup)
+    return judge(log, headroom, spec.warmup)

@@ -47,6 +47,7 @@ from ..report.trend import trend_line
 from .strip import js_module
 from .worker_lines import WorkerLines
 
+REHEARSED_REDRAWS = 3  # before the baseline; the kernel sends them while the next are made
 MAX_SERIES = 10  # runs overlaid at once; the oldest (after the first) make room
 RSS_HEIGHT, DURATION_HEIGHT = 300, 150  # px
 RSS_MARGIN = {"top": 16, "bottom": 42, "left": 66, "right": 20}
@@ -197,6 +198,18 @@ class RunData:
         return self.first_rss if self.first_rss is not None else 0.0
 
 
+def made_up(buckets: int, *, spread: bool = False) -> RunData:
+    """A made-up run whose ``buckets`` buckets are all full (every one but the open one holding
+    two points: the largest envelope a redraw sends). ``spread``: points apart in time and
+    memory; else all at the start, at the baseline (drawn, nothing shows)."""
+    data = RunData(buckets)
+    step = 0.01 if spread else 0.0
+    for i in range(2 * buckets - 1):
+        data.add_sample(i * step, 1.0e8 + i * spread)
+        data.add_iteration(i, i * step, i * step + step, 1.0e8 + i * spread, 0.01)
+    return data
+
+
 @dataclasses.dataclass
 class RunSeries:
     """One run drawn on the charts, and what the shared axes need of it."""
@@ -322,11 +335,8 @@ class Charts:
         """Compute a redraw of a small made-up run without drawing it: the first computation
         imports what numpy loads lazily (numpy.ma, for np.median: ~5 MiB) and sizes the
         allocator's bins, and that must happen before a run, not inside the first one measured."""
-        data = RunData(8)
-        for i in range(24):
-            data.add_sample(i * 0.01, 1.0e8 + i)
-            data.add_iteration(i, i * 0.01, i * 0.01 + 0.01, 1.0e8 + i, 0.01)
-        verdict = Verdict("leak", slope=1.0, onset=4, iterations=24, fit=[(4.0, 1.0e8 + 4), (23.0, 1.0e8 + 23)])
+        data = made_up(8, spread=True)
+        verdict = Verdict("leak", slope=1.0, onset=4, iterations=15, fit=[(4.0, 1.0e8 + 4), (14.0, 1.0e8 + 14)])
         idx, dur, end, rss, _n = data.iterations.means()
         data.samples.envelope()
         data.durations.envelope()
@@ -467,6 +477,23 @@ class Charts:
     def _flag_duration(self, flagged: bool, per_iteration: float) -> None:
         _show_slowing(self.duration_chart, flagged != self.duration_flagged, flagged, per_iteration)
         self.duration_flagged = flagged
+
+
+def rehearse_redraws(charts: Charts, series: RunSeries | None, data: RunData, redraw: Callable[[], None]) -> None:
+    """The largest redraw ``data``'s buckets allow, drawn for real into ``series`` (its points all
+    at the run's start, at the baseline), then the run's own state over it (``redraw``),
+    REHEARSED_REDRAWS times: on the watch's own thread after its clean-up before iteration 0
+    (Dashboard.on_settled), so that what a run's redraws take there (arrays, traitlet updates,
+    their messages and the kernel's sending of them: 270-470 KiB over 10 s as the points drawn
+    grew to max_points, on the step's heap) is taken before the baseline."""
+    if series is None:
+        return
+    made = made_up(data.samples.capacity)
+    for _ in range(REHEARSED_REDRAWS):
+        charts.draw_run(series, made, Verdict("inconclusive"), "running")
+        series.t_max, series.y_range = 0.0, None
+        redraw()
+
 
 def _extents(series: list[RunSeries], workers: tuple[float, float] | None = None) -> tuple[float, float, float, float]:
     """What the axes span over the runs drawn (and the children's lines, ``workers``): (seconds,

@@ -34,7 +34,7 @@ import numpy as np
 from IPython import get_ipython
 
 from ..engine.members import ChildrenReading
-from ..engine.observer import BaseObserver, RunControl, view_interval
+from ..engine.observer import BaseObserver, RunControl, aside, view_interval
 from ..engine.records import IterationRecord
 from ..engine.result import WatchResult
 from ..engine.scheduler import ControlState, Scheduler
@@ -56,7 +56,7 @@ from .banner import (
     live_banner,
     note_html,
 )
-from .charts import Charts, RunData, RunSeries
+from .charts import Charts, RunData, RunSeries, rehearse_redraws
 from .controls import Controls
 from .outcome import Outcome
 from .strip import PipelineStrip
@@ -109,6 +109,7 @@ class Dashboard(widgets.VBox, BaseObserver):
         self._lock = threading.RLock()  # one redraw at a time
         self._data_lock = threading.Lock()  # the buckets: filled by two threads, read by redraws
         self._current: RunSeries | None = None
+        self._run: RunControl | None = None  # the run being drawn (its redraws run aside)
         self._data = RunData(self.max_points // 2)
         self._verdict = Verdict("inconclusive")
         self._stages: list[Stage] = []
@@ -159,6 +160,7 @@ class Dashboard(widgets.VBox, BaseObserver):
     def on_start(self, run: RunControl) -> None:
         with self._lock:
             self.scheduler.started(run)
+            self._run = run
             n = self.scheduler.runs
             label = run.label or (f"run {n}" if n == 1 else f"run {n}: {run.spec.toggles}")
             with self._data_lock:
@@ -175,6 +177,10 @@ class Dashboard(widgets.VBox, BaseObserver):
             else:
                 note = "" if delivery.clicks_delivered(run, get_ipython()) else delivery.NO_DELIVERY_NOTE
             self.say(note)
+
+    def on_settled(self) -> None:
+        with self._lock:  # on the watch's own thread, where the run's redraws are drawn
+            self._guarded(lambda: rehearse_redraws(self.charts, self._current, self._data, self._draw_full))
 
     def on_stages(self, stages: Sequence[Stage]) -> None:
         with self._lock:
@@ -205,8 +211,8 @@ class Dashboard(widgets.VBox, BaseObserver):
         with self._data_lock:
             self._data.add_iteration(record.index, record.start, record.end, record.rss, record.duration)
         if time.perf_counter() - self._last_draw >= view_interval(self.refresh_interval, self._data.last_end):
-            with self._lock:
-                self._guarded(self._draw_full)
+            with self._lock:  # on the watch's own thread: not the step's heap (on_settled)
+                aside(self._run, lambda: self._guarded(self._draw_full))
 
     def on_verdict(self, verdict: Verdict) -> None:
         self._verdict = verdict
@@ -255,12 +261,8 @@ class Dashboard(widgets.VBox, BaseObserver):
         self._last_draw = time.perf_counter()
 
     def _set_banner(self, banner: Banner, *, running: bool, verdict: str = "") -> None:
-        value = banner_html(banner, running=running, verdict=verdict)
-        if value != self.banner.value:
-            self.banner.value = value
-        details = details_html(banner.details, banner.log)
-        if details != self._details_text.value:
-            self._details_text.value = details
+        _set_value(self.banner, banner_html(banner, running=running, verdict=verdict))
+        _set_value(self._details_text, details_html(banner.details, banner.log))
 
     def _show_stages(self, *, prune_wishes: bool = False) -> None:
         self.strip.show(self._stages)
@@ -306,9 +308,8 @@ class Dashboard(widgets.VBox, BaseObserver):
             self.outcome.show(result)
 
     def show_compare(self, result: CompareResult, restore: WatchSpec | None = None) -> None:
-        """A comparison's answer as the headline in its own colour, never the last variant's
-        verdict (the pane and the details: report.comparison, banner.compare_banner); the
-        buttons and Run again are the user's watch's again (``restore``: its spec)."""
+        """A comparison's answer as the headline in its own colour, never the last variant's verdict
+        (report.comparison, banner.compare_banner); the buttons and Run again are the user's again."""
         with self._lock:
             self.scheduler.spec = restore or self.scheduler.spec
             self.controls.finished(result.results[result.baseline])
@@ -330,6 +331,11 @@ def _say_wishes(dash: Dashboard, states: dict) -> None:
         what = ", ".join(f"{k} {v}" for k, v in sorted(states.items()))
         when = "after this run" if dash.scheduler.run is not None else "now"
         dash.say(f"Next configuration: {what}. Click Run again to run it ({when}).")
+
+
+def _set_value(widget: widgets.HTML, value: str) -> None:
+    if value != widget.value:  # an unchanged text sends no message
+        widget.value = value
 
 
 def report_text(banner: Banner, *, lines: int | None = None) -> str:

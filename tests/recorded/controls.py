@@ -33,6 +33,7 @@ COLUMNS = ("index", "rss", "duration", "blocks", "peak_rss", "malloc_in_use")
 
 def watch(case: str, noise: int, seed: int):
     """One live run of a control, as the recording made it: (result, decide's keyword args)."""
+    import leakwidget.engine.live as judging  # where the watch's verdicts call decide
     import leakwidget.engine.watch as watch_module
     from leakwidget import examples as ex  # noqa: F401  (the factories' namespace)
     from leakwidget.engine.spec import WatchSpec
@@ -40,17 +41,17 @@ def watch(case: str, noise: int, seed: int):
     factory, n = CASES[case]
     setup, step = eval(factory, {"ex": ex, "KiB": KiB, "noise": noise, "seed": seed})
     seen: list[dict] = []
-    decide = watch_module.decide
+    decide = judging.decide
 
     def keep(*args, **kwargs):
         seen.append({"headroom": kwargs.get("headroom"), "warmup": kwargs.get("warmup")})
         return decide(*args, **kwargs)
 
-    watch_module.decide = keep
+    judging.decide = keep
     try:
         result = watch_module.Watch(WatchSpec(step, setup=setup, iterations=n), tracker=False).run()
     finally:
-        watch_module.decide = decide
+        judging.decide = decide
     return result, seen[-1]
 
 

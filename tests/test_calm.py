@@ -1,0 +1,261 @@
+"""A calm step is "stable" on its first run: the watch never reports its own memory as the step's.
+
+What rose during a watch of a step that allocates nothing was the watch's own memory (issue
+30; docs/attribution.md, "What the watch itself costs in memory"). Each source has a test of
+its own here or beside the code it is in; the tests at the end watch a calm step in fresh
+processes and fresh kernels, as a new user's first try does.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from leakwidget.engine.live import LIVE_RECORDS
+from leakwidget.engine.records import IterationRecord, RecordLog, SpreadRows
+
+KiB = 1024
+
+_LIVE_VERDICTS_ON_A_HOLED_HEAP = r"""
+import numpy as np
+from leakwidget.engine import sampler
+from leakwidget.engine.records import IterationRecord, RecordLog
+from leakwidget.engine.spec import WatchSpec
+from leakwidget.engine.live import LiveVerdicts
+from leakwidget.engine.watch import verdict_of
+rng = np.random.default_rng(0)
+# A heap with holes, as in a process that has run things: arrays of many sizes, every other
+# one freed, then the clean-up a watch makes before iteration 0, then the rehearsal.
+keep = [np.ones(int(s)) for s in rng.integers(200, 60000, 400)]
+del keep[::2]
+sampler.malloc_trim()
+live = LiveVerdicts()
+live.rehearse()
+spec, log, rss = WatchSpec(lambda: None), RecordLog(), 3 << 28
+before = sampler.rss()
+for i in range(7000):  # a run's records, a live verdict every 150 of them
+    rss += 4096 * (i % 97 == 0)
+    log.append(IterationRecord(i, i * 1e-3, i * 1e-3 + 1e-3, rss, rss + 4096, 1e-3,
+                               1000 + i % 5 if i % 8 == 0 else -1, 0, -1))
+    if i % 150 == 149:
+        verdict_of(log, spec, 1 << 33, 3 << 28, live=live)
+print(sampler.rss() - before)
+live.close()
+"""
+
+
+def test_live_verdicts_take_no_new_memory_after_their_rehearsal() -> None:
+    # Decided on the loop's thread, the live verdicts' temporaries found the heap's holes a
+    # few pages at a time as their sizes changed (6 MiB here; 50-330 KiB in a calm step's 20 s
+    # run), and those pages were then free and resident where a leak's next allocations went.
+    out = subprocess.run([sys.executable, "-c", _LIVE_VERDICTS_ON_A_HOLED_HEAP],
+                         capture_output=True, text=True, timeout=120, check=True)
+    grew = int(out.stdout.split()[-1])
+    assert grew < 256 * KiB, f"46 live verdicts took {grew / KiB:.0f} KiB of new memory"
+
+
+def test_the_spread_a_live_verdict_reads_is_the_evenly_spread_records() -> None:
+    log = RecordLog()
+    for i in range(LIVE_RECORDS * 2 + 345):
+        log.append(IterationRecord(i, i, i + 1.0, 1000 + i, 2000 + i, 1.0, i % 7 - 1, 0, -1))
+    spread = SpreadRows(LIVE_RECORDS)
+    rows = spread.of(log)
+    pick = np.linspace(0, log.n - 1, LIVE_RECORDS).round().astype(np.intp)
+    for name in ("index", "rss", "peak_rss", "blocks", "end"):
+        assert np.array_equal(rows[name], log.column(name)[pick]), name
+    assert rows["index"][0] == 0 and rows["index"][-1] == log.last("index")
+    assert spread.of(log) is rows  # the same buffers at every call
+
+
+_REDRAWS_OF_A_CALM_WATCH = r"""
+import time
+import leakwidget
+from leakwidget.engine import sampler
+from leakwidget.notebook.dashboard import Dashboard
+
+grew = []
+
+
+class Measured(Dashboard):  # each redraw of the running watch, its RSS change around it
+    def _draw_full(self, final=None):
+        before = sampler.rss()
+        super()._draw_full(final)
+        if final is None and self._data.last_index > 0:  # after iteration 0's (warm-up)
+            grew.append(sampler.rss() - before)
+
+
+dash = Measured(refresh_interval=0.2)
+leakwidget.watch(lambda: time.sleep(0.001), widget=False, seconds=4, observers=[dash])
+print(len(grew), sum(grew))
+"""
+
+
+@pytest.mark.slow
+def test_a_dashboards_redraws_take_no_new_memory_during_a_calm_watch() -> None:
+    # Drawn on the loop's thread, each redraw's arrays and messages grew with the points drawn
+    # (up to max_points) and took new pages of the step's heap: 270-470 KiB over a calm 10 s
+    # run. Drawn on the watch's own thread, whose arena took the largest redraw before the
+    # baseline (Dashboard.on_settled), they take nothing new. (A subprocess: its own heap; ~6 s.)
+    out = subprocess.run([sys.executable, "-c", _REDRAWS_OF_A_CALM_WATCH],
+                         capture_output=True, text=True, timeout=120, check=True)
+    redraws, grew = (int(v) for v in out.stdout.split()[-2:])
+    assert redraws >= 10, out.stdout
+    assert grew < 48 * KiB, f"{redraws} redraws took {grew / KiB:.0f} KiB of new memory"
+
+
+_SCANS_DURING_A_CALM_WATCH = r"""
+import time
+from leakwidget.engine import sampler
+from leakwidget.engine.observer import BaseObserver
+from leakwidget.engine.spec import WatchSpec
+from leakwidget.engine.watch import Watch
+
+class Scans(BaseObserver):  # as if a process was created on the system: the reader scans
+    grew = 0
+
+    def on_start(self, run):
+        self.members = run._children.members
+
+    def on_iteration(self, record):
+        if record.index % 40 == 20:
+            before = sampler.rss()
+            self.members._last_pid = b"a process created since"
+            deadline = time.monotonic() + 5
+            while self.members._last_pid == b"a process created since" and time.monotonic() < deadline:
+                time.sleep(0.001)
+            Scans.grew += sampler.rss() - before
+
+Watch(WatchSpec(lambda: time.sleep(0.001), iterations=220), [Scans()], tracker=False).run()
+print(Scans.grew)
+"""
+
+
+def test_scans_for_new_processes_take_no_new_memory_during_a_watch() -> None:
+    # Any process created on the system (a CI runner's, a colleague's) makes the watch look for
+    # new children of its own: psutil's scan of every process. The first scans on the reader's
+    # thread took 8-24 KiB each inside calm runs (92-104 KiB for these five), at the same moment
+    # in every watched process of the machine. Rehearsed there after the clean-up: 8-12 KiB.
+    out = subprocess.run([sys.executable, "-c", _SCANS_DURING_A_CALM_WATCH],
+                         capture_output=True, text=True, timeout=120, check=True)
+    grew = int(out.stdout.split()[-1])
+    assert grew < 24 * KiB, f"5 scans took {grew / KiB:.0f} KiB of new memory"
+
+
+# ------------------------------------------------------------------------- a new user's first try
+
+STEPS = r"""
+import json, sys, time
+if sys.argv[1] == "tf":
+    import tensorflow  # noqa: F401  (where users are; its heap and threads)
+import leakwidget
+from leakwidget.engine.observer import BaseObserver
+
+KEPT = []
+
+
+def calm():  # a pure-Python step that allocates nothing: a sum of squares, ~5 ms
+    s = 0
+    for i in range(20000):
+        s += i * i
+    return s
+
+
+def leaking():  # the control: a small real leak, 4 KiB an iteration
+    KEPT.append(bytearray(4096))
+    time.sleep(0.001)
+
+
+class LiveKinds(BaseObserver):  # (an observer turns the live verdicts on, as a view does)
+    kinds = []
+
+    def on_verdict(self, verdict):
+        self.kinds.append(verdict.kind)
+
+
+live = LiveKinds()
+step = calm if sys.argv[2] == "calm" else leaking
+r = leakwidget.watch(step, widget=False, seconds=10, observers=[live] if step is leaking else [])
+print(json.dumps({"kind": r.verdict.kind, "summary": r.verdict.summary, "live": live.kinds,
+                  "iterations": r.iteration_count, "notes": r.stage_notes}))
+"""
+
+
+def _first_watches(tf: str, steps: list[str]) -> list[dict]:
+    """Each step watched for 10 s in a fresh process, all at once."""
+    procs = [subprocess.Popen([sys.executable, "-c", STEPS, tf, step], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for step in steps]
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=240)
+        assert p.returncode == 0, err[-3000:]
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    return results
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tf", [pytest.param("tf", marks=pytest.mark.tf), "no-tf"])
+def test_a_calm_step_is_stable_in_five_fresh_processes_and_a_small_leak_is_still_a_leak(tf: str) -> None:
+    # leakwidget.watch(step, widget=False, seconds=10): five fresh processes, each one's first
+    # watch, beside one whose step keeps 4 KiB an iteration (watched with live verdicts, the
+    # path a view turns on). Before: "Inconclusive ... memory may be creeping up" with seconds=8
+    # (psutil's scans of every process, 90-110 KiB), "Plateau: memory grew by 2.2 MiB" with the
+    # default budget (the first live verdict's library buffers, then its temporaries).
+    *calm, leak = _first_watches(tf, ["calm"] * 5 + ["leaking"])
+    assert [r["kind"] for r in calm] == ["stable"] * 5, [r["summary"] for r in calm]
+    assert leak["kind"] == "leak" and re.search(r"\+4\.[01] KiB per iteration", leak["summary"]), leak["summary"]
+    assert "leak" in leak["live"], leak["live"]  # and said so while it ran
+
+
+# -t 10, the issue's shorter budget (the default one, until confident or 60 s, said "stable" in
+# 5 of 5 kernels too, beside stress-ng --cpu 2 as well: 20-60 s). Before the process scans were
+# rehearsed, 2 of 5 kernels said "grew steadily but only by 27 KiB" (inconclusive) in 10 s.
+CALM_CELL = "%%leakwatch -t 10 -o _calm\nimport time as _time\n_time.sleep(0.001)\n"
+VERDICT = 'import json\nprint(json.dumps({"kind": _calm.verdict.kind, "summary": _calm.verdict.summary}))'
+
+
+def _first_cell_in_a_fresh_kernel(tf: str) -> dict:
+    """The first %%leakwatch of a fresh kernel, its dashboard's every message read as a front
+    end reads them (unread, they would pile up in the kernel's send queue)."""
+    from jupyter_client.manager import start_new_kernel
+    from test_live_kernel import FrontEnd, _running
+
+    km, kc = start_new_kernel(kernel_name="python3", startup_timeout=120)
+    try:
+        fe = FrontEnd(kc)
+        reply = fe.execute(("import tensorflow\n" if tf == "tf" else "") + "%load_ext leakwidget",
+                           timeout=180)
+        assert reply["status"] == "ok", reply["stdout"][-3000:]
+        msg_id = kc.execute(CALM_CELL)
+        drawn = []
+
+        def ended(m: dict) -> bool:
+            drawn.append(_running(fe.banner(m)))
+            return (m["msg_type"] == "status" and m["parent_header"].get("msg_id") == msg_id
+                    and m["content"]["execution_state"] == "idle")
+
+        fe.wait_for(ended, 180, "the watch to end", keep=False)
+        check = fe.execute(VERDICT, timeout=60)
+        assert check["status"] == "ok", check["stdout"][-3000:]
+        return {**json.loads(check["stdout"].strip().splitlines()[-1]), "drawn": any(drawn)}
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+@pytest.mark.slow
+@pytest.mark.kernel
+@pytest.mark.parametrize("tf", [pytest.param("tf", marks=pytest.mark.tf), "no-tf"])
+def test_a_calm_cell_is_stable_in_five_fresh_kernels_with_the_live_dashboard(tf: str) -> None:
+    # The issue's first %%leakwatch of time.sleep(0.001) in a fresh kernel, with the dashboard:
+    # "Plateau 1.3 MiB" before (the first live verdict's library buffers, the redraws' arrays
+    # and messages on the loop's thread). Five kernels at once, each one's first cell.
+    with ThreadPoolExecutor(5) as pool:
+        results = list(pool.map(_first_cell_in_a_fresh_kernel, [tf] * 5))
+    assert all(r["drawn"] for r in results)  # the live dashboard drew the running watch
+    assert [r["kind"] for r in results] == ["stable"] * 5, [r["summary"] for r in results]
