@@ -21,6 +21,7 @@ from leakwidget.engine.children import WithChildren
 from leakwidget.engine.observer import BaseObserver
 from leakwidget.engine.rollup import read_rollup
 from leakwidget.engine.sources import THIS_PROCESS
+from leakwidget.engine.watch import active_watch
 
 KIB256 = 256 * 1024
 STARTED: list = []  # (process, connection) pairs started in this process, ended after each test
@@ -103,6 +104,69 @@ def test_a_leaking_child_gets_its_own_leak_verdict_and_counts_in_the_total(isola
     seen = {m.pid for reading in live.readings for m in reading.members}
     assert {c.pid for c in workers} <= seen and len(live.readings) >= 10, seen
     assert all(m.private > 0 and m.shared > 0 for m in live.readings[-1].members)
+
+
+def test_a_child_found_between_its_fork_and_its_exec_is_named_by_the_program_it_runs() -> None:
+    # A spawn worker or a subprocess is a fork of this process until it execs: found in that
+    # moment, it would keep this process's command line.
+    import os
+    import signal
+    import sys
+
+    marker = "import time; time.sleep(30)  # the program it execs"
+    pid = None
+
+    def fork_then_exec() -> None:
+        nonlocal pid
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: wait to be told, then exec
+            os.close(w)
+            os.read(r, 1)
+            os.execv(sys.executable, [sys.executable, "-c", marker])
+        os.close(r)
+        # Told to exec once the watch's reader has found it (it looks about every 0.1 s).
+        found = active_watch()._children.members.members
+        deadline = time.monotonic() + 30
+        while pid not in found and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert pid in found
+        os.write(w, b"x")
+        os.close(w)
+
+    try:
+        result = leakwidget.watch(lambda: time.sleep(0.01), iterations=100, setup=fork_then_exec,
+                                  widget=False)
+        child = next(c for c in result.children if c.pid == pid)
+        assert marker in child.cmdline, child.cmdline
+    finally:
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+
+
+def test_the_tree_is_walked_down_from_the_watched_process_to_its_grandchildren() -> None:
+    # Through the kernel's per-thread lists of children, not a scan of every process.
+    import subprocess
+    import sys
+
+    from leakwidget.engine.members import tree_pids
+
+    code = ("import subprocess, sys; q = subprocess.Popen([sys.executable, '-c', 'import sys; sys.stdin.read()'], "
+            "stdin=subprocess.PIPE); print(q.pid, flush=True); sys.stdin.read(); q.stdin.close(); q.wait()")
+    kids = [subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            for _ in range(2)]
+    try:
+        grandchildren = [int(k.stdout.readline()) for k in kids]
+        walked = tree_pids(psutil.Process().pid)
+        mine = {p.pid for p in psutil.Process().children(recursive=True)}  # (after: none ends first)
+        assert walked is not None and len(walked) == len(set(walked))
+        assert {k.pid for k in kids} | set(grandchildren) <= set(walked)
+        assert all(pid in mine or not psutil.pid_exists(pid) for pid in walked)
+    finally:
+        for k in kids:
+            k.stdin.close()
+            k.wait(timeout=30)
 
 
 def test_a_process_without_children_reports_none() -> None:

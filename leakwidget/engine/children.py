@@ -174,6 +174,7 @@ def child_results(members: Iterable[Member], log: RecordLog, t0: float) -> list[
     index, end = log.column("index"), log.column("end") + t0
     out = []
     for m in members:
+        m.rename()
         t, private = m.private.arrays()
         _ts, shared = m.shared.arrays()
         _tf, faults = m.faults.arrays()

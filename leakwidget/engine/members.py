@@ -10,7 +10,8 @@ Costs, kept small whatever the tree (``rollup`` has the measurements):
 
 - reading: every ``READ_INTERVAL`` at most, slower as the round gets dearer, so that it takes at
   most ``READ_SHARE`` of one core;
-- looking for new processes (psutil's scan of every process of the system, ~1–6 ms): only when
+- looking for new processes (a walk down the tree through ``/proc/PID/task/TID/children``,
+  psutil's scan of every process where the kernel has no such lists, ~1–6 ms): only when
   a process was created somewhere since the last look (the last pid the kernel handed out, in
   ``/proc/loadavg``, has moved), at most every ``FIND_INTERVAL`` and ``FIND_SHARE`` of a core.
   A worker is found within about a tenth of a second of its fork, before it has copied much.
@@ -18,7 +19,9 @@ Costs, kept small whatever the tree (``rollup`` has the measurements):
 
 from __future__ import annotations
 
+import functools
 import math
+import os
 import time
 from dataclasses import dataclass
 
@@ -38,9 +41,10 @@ SERIES_CAPACITY = 1024  # readings kept per series (then merged pairwise: see sa
 class Member:
     """One descendant: its series of private and shared memory (seconds: ``perf_counter``)."""
 
-    def __init__(self, pid: int, cmdline: str, number: int, forked: bool) -> None:
+    def __init__(self, pid: int, cmdline: str, number: int, forked: bool, proc=None) -> None:
         self.pid = pid
         self.cmdline = cmdline
+        self._proc = proc  # its psutil.Process, to read its command line again
         # 1, 2, ...: the order it was found in among the forked ones ("worker 3"), or among the
         # others (under ``run``, the program itself is not one of its workers).
         self.number = number
@@ -50,6 +54,15 @@ class Member:
         self.private = Series(SERIES_CAPACITY)
         self.shared = Series(SERIES_CAPACITY)
         self.faults = Series(SERIES_CAPACITY)  # minor page faults taken so far
+
+    def rename(self) -> None:
+        """Read its command line again while it runs: the one read when it was found may be
+        from between its fork and its exec (a ``spawn`` worker, a subprocess), its parent's."""
+        try:
+            if self._proc is not None and self._proc.is_running():
+                self.cmdline = " ".join(self._proc.cmdline()) or self.cmdline
+        except Exception:  # (psutil.Error: it ended, or is closed to us) the first reading stands
+            pass
 
 
 @dataclass(frozen=True)
@@ -127,7 +140,7 @@ class Members:
             return  # no process was created on the system since: nothing new to find
         self._finding.begin()
         try:
-            found = self.root.children(recursive=True)
+            found = self._descendants()
         finally:
             self._finding.end()
             self._find_at = time.perf_counter() + self._finding.interval()
@@ -137,6 +150,27 @@ class Members:
         for p in found:
             if p.pid not in self.members and len(self.members) < MAX_MEMBERS:
                 self.members[p.pid] = self._member(p, tree)
+
+    def _descendants(self) -> list:
+        """The root's descendants, walked down from it through the kernel's lists of each
+        thread's children (what it costs follows the tree, not the machine: psutil's
+        ``children(recursive=True)`` builds a table of every process of the system, whose
+        temporaries, on a machine where others start processes, come and go in the watched
+        process's memory); psutil's where the kernel keeps no such lists."""
+        pids = tree_pids(self.root.pid)
+        if pids is None:
+            return self.root.children(recursive=True)
+        known = {p.pid: p for p in self.procs}
+        out = []
+        for pid in pids:
+            proc = known.get(pid)
+            if proc is None:
+                try:
+                    proc = self._psutil.Process(pid)
+                except self._psutil.Error:
+                    continue  # ended since
+            out.append(proc)
+        return out
 
     def _member(self, proc, tree: set[int]) -> Member:
         ps = self._psutil
@@ -149,7 +183,7 @@ class Members:
         except ps.Error:
             forked = False
         number = 1 + sum(m.forked == forked for m in self.members.values())
-        return Member(proc.pid, cmd, number, forked)
+        return Member(proc.pid, cmd, number, forked, proc)
 
     def _read(self, now: float) -> dict[int, Rollup]:
         out = {}
@@ -174,6 +208,36 @@ class Members:
                 member.shared.append(now, reading.shared)
                 member.faults.append(now, minor_faults(p.pid) or 0)
         return out
+
+
+def tree_pids(root: int) -> list[int] | None:
+    """The process ids below ``root``, from ``/proc/PID/task/TID/children`` (Linux built with
+    CONFIG_PROC_CHILDREN); None where the kernel has no such lists. A process that ends while
+    it is walked is left out, with what is below it (Linux hands those to a subreaper or init)."""
+    if not _has_children_lists():
+        return None
+    out: list[int] = []
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue  # ended
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                    kids = [int(k) for k in f.read().split()]
+            except (OSError, ValueError):
+                continue  # the thread or the process ended
+            out.extend(kids)
+            todo.extend(kids)
+    return out
+
+
+@functools.cache
+def _has_children_lists() -> bool:
+    return os.path.exists("/proc/thread-self/children")
 
 
 def _last_pid() -> bytes | None:
