@@ -45,7 +45,7 @@ import time
 import leakwidget
 keep = []
 time.sleep(0.3)
-for i in range(60):
+for i in range(100):
     keep.append(bytearray(256 << 10))
     time.sleep(0.02)
     leakwidget.mark()
@@ -169,9 +169,10 @@ def test_marks_make_one_iteration_per_mark(programs: Path) -> None:
     p = leakwidget("run", "--interval", "10", "--json", str(programs / "m.json"), "--",
                    sys.executable, str(programs / "marked.py"))
     doc = json.loads((programs / "m.json").read_text())
-    assert doc["program"]["iterations"] == "one per leakwidget.mark()" and doc["program"]["marks"] == 60
-    # One iteration per mark, and the time before the first mark as one more.
-    assert 55 <= doc["iteration_count"] <= 61, doc["iteration_count"]
+    assert doc["program"]["iterations"] == "one per leakwidget.mark()" and doc["program"]["marks"] == 100
+    # One iteration per mark, and the time before the first mark as one more. (100 of them: with
+    # 60, a loaded machine's late readings left the leak "inconclusive" at 95%.)
+    assert 92 <= doc["iteration_count"] <= 101, doc["iteration_count"]
     assert p.returncode == 1 and "iterations: marks" in p.stderr, p.stderr
     assert 0.8 * 256 * 1024 < doc["verdict"]["slope"] < 1.25 * 256 * 1024
 
