@@ -44,7 +44,7 @@ check: install
 	LEAKWIDGET_FAST_ONLY=1 $(PY) -m pytest -q -n 2 -m "$(FAST)"
 
 soak: install
-	LEAKWIDGET_SOAK=1 $(PY) -m pytest -ra -m soak -s tests/test_live_kernel.py
+	LEAKWIDGET_SOAK=1 $(PY) -m pytest -ra -m soak -s tests/test_live_kernel.py tests/test_calm.py
 
 coverage: install
 	$(PY) -m pytest -q $(PYTEST_PARALLEL) --cov=leakwidget --cov-report=term --cov-report=html:test-results/coverage

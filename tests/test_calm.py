@@ -198,18 +198,36 @@ def _first_watches(tf: str, steps: list[str]) -> list[dict]:
     return results
 
 
+def _never_a_leak_nor_a_plateau(results: list[dict]) -> None:
+    """What holds on a busy machine too (the suite runs three tests at a time on two cores):
+    no calm step is called a leak or a plateau; one that is not "stable" is "inconclusive" with
+    the interval that keeps it so (noise, or a creep of a few bytes an iteration)."""
+    assert all(r["kind"] in ("stable", "inconclusive") for r in results), [r["summary"] for r in results]
+    assert all(r["kind"] == "stable" or "95%" in r["summary"] for r in results), [r["summary"] for r in results]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("tf", [pytest.param("tf", marks=pytest.mark.tf), "no-tf"])
-def test_a_calm_step_is_stable_in_five_fresh_processes_and_a_small_leak_is_still_a_leak(tf: str) -> None:
+def test_a_calm_step_in_five_fresh_processes_is_never_a_leak_nor_a_plateau_and_a_small_leak_is_still_a_leak(
+        tf: str) -> None:
     # leakwidget.watch(step, widget=False, seconds=10): five fresh processes, each one's first
     # watch, beside one whose step keeps 4 KiB an iteration (watched with live verdicts, the
     # path a view turns on). Before: "Inconclusive ... memory may be creeping up" with seconds=8
     # (psutil's scans of every process, 90-110 KiB), "Plateau: memory grew by 2.2 MiB" with the
-    # default budget (the first live verdict's library buffers, then its temporaries).
+    # default budget (the first live verdict's library buffers, then its temporaries). "Stable"
+    # in 5 of 5 is the quiet machine's claim (make soak, below): beside the rest of the suite one
+    # process in five may say "the noise (6 KiB) still allows a leak of up to 75 B".
     *calm, leak = _first_watches(tf, ["calm"] * 5 + ["leaking"])
-    assert [r["kind"] for r in calm] == ["stable"] * 5, [r["summary"] for r in calm]
+    _never_a_leak_nor_a_plateau(calm)
     assert leak["kind"] == "leak" and re.search(r"\+4\.[01] KiB per iteration", leak["summary"]), leak["summary"]
     assert "leak" in leak["live"], leak["live"]  # and said so while it ran
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize("tf", [pytest.param("tf", marks=pytest.mark.tf), "no-tf"])
+def test_on_a_quiet_machine_a_calm_step_is_stable_in_five_fresh_processes(tf: str) -> None:
+    calm = _first_watches(tf, ["calm"] * 5)
+    assert [r["kind"] for r in calm] == ["stable"] * 5, [r["summary"] for r in calm]
 
 
 # -t 10, the issue's shorter budget. Before the process scans were
@@ -260,7 +278,5 @@ def test_a_calm_cell_in_five_fresh_kernels_with_the_live_dashboard_is_never_a_le
     with ThreadPoolExecutor(5) as pool:
         results = list(pool.map(_first_cell_in_a_fresh_kernel, [tf] * 5))
     assert all(r["drawn"] for r in results)  # the live dashboard drew the running watch
-    kinds = [r["kind"] for r in results]
-    print(f"{kinds.count('stable')} of 5 stable")
-    assert set(kinds) <= {"stable", "inconclusive"}, [r["summary"] for r in results]
-    assert all(r["kind"] == "stable" or "95%" in r["summary"] for r in results), [r["summary"] for r in results]
+    print(f"{[r['kind'] for r in results].count('stable')} of 5 stable")
+    _never_a_leak_nor_a_plateau(results)
