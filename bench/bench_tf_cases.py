@@ -196,6 +196,111 @@ CASES: dict[str, tuple[str, str, str, str]] = {
                 pass
         """,
     ),
+    "keras_fit_repeated": (
+        "leak",
+        "model.fit on the same small arrays, called in a loop (#37505, #31312); on TF 2.21 +17 MiB over 1,200 calls, still growing ~15 KiB a call",
+        """
+        def setup():
+            m = tf.keras.Sequential([tf.keras.Input((10,)), tf.keras.layers.Dense(32), tf.keras.layers.Dense(1)])
+            m.compile("adam", "mse")
+            return m, np.random.rand(64, 10).astype(np.float32), np.random.rand(64, 1).astype(np.float32)
+        """,
+        """
+        def step(s):
+            s[0].fit(s[1], s[2], epochs=1, batch_size=32, verbose=0)
+        """,
+    ),
+    "tf_function_made_per_call": (
+        "leak",
+        "a new tf.function made and called per iteration (#27468); on TF 2.21 +9 MiB over 11,500, still growing ~0.8 KiB a call",
+        """
+        def setup():
+            return tf.ones((16,))
+        """,
+        """
+        def step(x):
+            f = tf.function(lambda v: v * 2.0 + 1.0)
+            f(x)
+        """,
+    ),
+    "keras_model_rebuilt_cleared": (
+        "no leak",
+        "a new Keras model per iteration after clear_session() (the fix of keras_model_rebuilt); flat over 480 builds",
+        """
+        def setup():
+            return np.random.rand(8, 10).astype(np.float32)
+        """,
+        """
+        def step(x):
+            tf.keras.backend.clear_session()
+            m = tf.keras.Sequential([tf.keras.Input((10,)), tf.keras.layers.Dense(32), tf.keras.layers.Dense(1)])
+            m(x)
+        """,
+    ),
+    "keras_evaluate_loop": (
+        "leak",
+        "model.evaluate on a small batch, called in a loop (#33030 style); on TF 2.21 +19 MiB over 1,170 calls, still growing",
+        """
+        def setup():
+            m = tf.keras.Sequential([tf.keras.Input((10,)), tf.keras.layers.Dense(64), tf.keras.layers.Dense(1)])
+            m.compile("adam", "mse")
+            return m, np.random.rand(32, 10).astype(np.float32), np.random.rand(32, 1).astype(np.float32)
+        """,
+        """
+        def step(s):
+            s[0].evaluate(s[1], s[2], verbose=0)
+        """,
+    ),
+    "model_call_loop": (
+        "no leak",
+        "model(x, training=False) called in a loop (what #44711's answers recommend over predict); flat over 49,000 calls",
+        """
+        def setup():
+            m = tf.keras.Sequential([tf.keras.Input((10,)), tf.keras.layers.Dense(64), tf.keras.layers.Dense(1)])
+            return m, tf.constant(np.random.rand(32, 10).astype(np.float32))
+        """,
+        """
+        def step(s):
+            s[0](s[1], training=False)
+        """,
+    ),
+    "gradient_tape_train_step": (
+        "no leak",
+        "a tf.function training step with GradientTape and Adam, called in a loop; +1.4 MiB over 225,000 steps",
+        """
+        def setup():
+            m = tf.keras.Sequential([tf.keras.Input((10,)), tf.keras.layers.Dense(64), tf.keras.layers.Dense(1)])
+            opt = tf.keras.optimizers.Adam()
+            x = tf.constant(np.random.rand(32, 10).astype(np.float32)); y = tf.constant(np.random.rand(32, 1).astype(np.float32))
+            @tf.function
+            def train(x, y):
+                with tf.GradientTape() as tape:
+                    loss = tf.reduce_mean((m(x, training=True) - y) ** 2)
+                opt.apply_gradients(zip(tape.gradient(loss, m.trainable_variables), m.trainable_variables))
+                return loss
+            return train, x, y
+        """,
+        """
+        def step(s):
+            s[0](s[1], s[2])
+        """,
+    ),
+    "interleave_reiterated": (
+        "leak",
+        "a parallel interleave -> batch -> prefetch pipeline iterated to its end per iteration; on TF 2.21 +18 MiB over 24,700 passes, growing ~0.8 KiB a pass after the first 3,000",
+        """
+        def setup():
+            return (tf.data.Dataset.range(8)
+                    .interleave(lambda i: tf.data.Dataset.from_tensors(tf.fill((1024,), tf.cast(i, tf.float32))).repeat(16),
+                                cycle_length=4, num_parallel_calls=tf.data.AUTOTUNE)
+                    .batch(16).prefetch(2))
+        """,
+        """
+        def step(ds):
+            for _ in ds:
+                pass
+        """,
+    ),
 }
 
 _CHILD = r"""

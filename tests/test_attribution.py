@@ -478,7 +478,14 @@ def test_objects_alive_that_explain_the_growth_are_the_answer_whatever_malloc_tr
     assert any("from this run or from before it" in n for n in att.notes), att.notes
     # Nothing alive to explain it: the same trim is retention.
     churn = dataclasses.replace(growth, blocks_slope=0.0)
-    assert attribute(Evidence(churn, census_slope=0.0, reclaimed=int(2.2 * 2**20))).kind == "allocator"
+    retained = attribute(Evidence(churn, census_slope=0.0, reclaimed=int(2.2 * 2**20)))
+    assert retained.kind == "allocator"
+    # A steady growth called retention says what a longer run would tell apart; a plateau's
+    # retention does not need it.
+    assert any("more than retention" in n for n in retained.notes), retained.notes
+    filled = dataclasses.replace(churn, verdict="plateau")
+    assert not any("more than retention" in n for n in attribute(
+        Evidence(filled, census_slope=0.0, reclaimed=int(2.2 * 2**20))).notes)
 
 
 def test_the_sentence_names_the_container_that_holds_the_growth_and_the_buffers_apart():
