@@ -113,9 +113,10 @@ class WithChildren:
 
     def rehearse(self) -> None:
         """Looks for new processes on the reader's thread, waited for: after the watch's
-        clean-up before iteration 0, what psutil's scans of every process take (8-24 KiB each
-        at first, in that thread's arena) is taken before the baseline. Scans follow any process
-        created on the system (someone else's too): inside a calm run they were rises in it."""
+        clean-up before iteration 0, what the looks for new processes take (8-24 KiB each at
+        first with psutil's scans of every process, in that thread's arena) is taken before the
+        baseline. Looks follow any process created on the system (someone else's too): inside
+        a calm run they were rises in it."""
         if self._thread is None:
             return
         done = threading.Event()
