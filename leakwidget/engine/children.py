@@ -175,8 +175,10 @@ def child_results(members: Iterable[Member], log: RecordLog, t0: float) -> list[
     index, end = log.column("index"), log.column("end") + t0
     out = []
     for m in members:
-        m.rename()
         t, private = m.private.arrays()
+        if not t.size:  # found and never read (a worker found as it exited): nothing to say
+            continue
+        m.rename()
         _ts, shared = m.shared.arrays()
         _tf, faults = m.faults.arrays()
         at = np.searchsorted(t, end, side="right") - 1  # the reading before each end
