@@ -419,18 +419,23 @@ def test_buckets_keep_min_max_in_bounded_memory() -> None:
 def test_a_merge_of_the_buckets_takes_no_memory_even_for_a_moment() -> None:
     # A merge's sums and masks were fresh arrays, 36-44 KiB taken from the heap at the first
     # merge (a second into a fast step's run in a kernel): pages the run then measured.
-    b = Buckets(1000, extras=2)
-    for i in range(999):
-        b.append(float(i), float(i % 7), 1.0, 2.0)
-    tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        before = tracemalloc.get_traced_memory()[0]
-        b.append(999.0, 3.0, 1.0, 2.0)  # the 1000th bucket closes: the first merge
-        assert b.width == 2
-        assert tracemalloc.get_traced_memory()[1] - before < 2048
-    finally:
-        tracemalloc.stop()
+    # tracemalloc counts every thread's allocations (a CI run's other threads once added 2.8 KiB
+    # to one measurement): the least of three merges, each of which took 36-44 KiB before.
+    taken = []
+    for _ in range(3):
+        b = Buckets(1000, extras=2)
+        for i in range(999):
+            b.append(float(i), float(i % 7), 1.0, 2.0)
+        tracemalloc.start()
+        try:
+            tracemalloc.reset_peak()
+            before = tracemalloc.get_traced_memory()[0]
+            b.append(999.0, 3.0, 1.0, 2.0)  # the 1000th bucket closes: the first merge
+            assert b.width == 2
+            taken.append(tracemalloc.get_traced_memory()[1] - before)
+        finally:
+            tracemalloc.stop()
+    assert min(taken) < 2048, taken
 
 
 def test_the_rss_line_updates_while_the_run_goes_on_not_only_at_the_end() -> None:
