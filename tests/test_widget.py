@@ -680,7 +680,8 @@ def test_stop_during_a_bisection_ends_the_search() -> None:
 
     asyncio.run(go())
     # The third configuration was announced, and refused to start because of the Stop.
-    assert len(labels) == 3 and [c[2] for c in d.clicked] == ["stop_button"], d.note.value
+    assert len(labels) == 3 and [c[2] for c in d.clicked] == ["stop_button"], (
+        d.note.value, str(d.last_bisect), d.finished)
     assert "Bisect stopped" in d.note.value
     assert d.last_bisect is None
     assert len(d.series) == 3  # the first run and the two configurations that started

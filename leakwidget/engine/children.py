@@ -112,11 +112,12 @@ class WithChildren:
         return self.members.latest if self.members.members else None
 
     def rehearse(self) -> None:
-        """Looks for new processes on the reader's thread, waited for: after the watch's
-        clean-up before iteration 0, what the looks for new processes take (8-24 KiB each at
-        first with psutil's scans of every process, in that thread's arena) is taken before the
-        baseline. Looks follow any process created on the system (someone else's too): inside
-        a calm run they were rises in it."""
+        """Looks for new processes and reads every child on the reader's thread, waited for:
+        after the watch's clean-up before iteration 0, what the looks for new processes take
+        (8-24 KiB each at first with psutil's scans of every process, in that thread's arena) is
+        taken before the baseline, and each child's series starts there. Looks follow any
+        process created on the system (someone else's too): inside a calm run they were rises
+        in it."""
         if self._thread is None:
             return
         done = threading.Event()
@@ -151,7 +152,10 @@ class WithChildren:
             try:
                 for _ in range(REHEARSED_SCANS if asked else 0):
                     self.members.find(force=True)
-                self._read()
+                # Asked before iteration 0: every child already running is read now, whatever
+                # the budget, so its series starts at the run's start (under load a budgeted
+                # first reading came seconds in, and its growth before that was never seen).
+                self._read(at_once=bool(asked))
             except Exception:  # a process table that changes under us must not end the thread
                 pass
             finally:
