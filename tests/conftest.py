@@ -4,8 +4,9 @@ Every test is one of: fast (pure logic, recorded runs, short in-process watches 
 TensorFlow), or marked with what makes it slow — ``tf`` (runs real TensorFlow), ``kernel`` (a
 real Jupyter kernel), ``browser`` (JupyterLab in Chromium), ``slow`` (a minute or more).
 ``make check`` runs the fast ones; ``make test`` runs them all, several at a time with
-pytest-xdist (``-n 3 --dist loadgroup``): most of the suite waits on kernels, workers, browsers and
-time-boxed watches rather than computing, so three at a time fit two cores.
+pytest-xdist (``-n 4 --dist loadgroup``): most of the suite waits on kernels, workers, browsers and
+time-boxed watches rather than computing, so four at a time fit two cores (measured: 14 min 39 s
+against 16 min 20 s with three, docs/development.md).
 
 The marks are set here from what a test uses (its file, its fixtures), so a new test in a slow
 file is marked without anyone remembering to; ``LEAKWIDGET_FAST_ONLY=1`` (set by ``make check``)
