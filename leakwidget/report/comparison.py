@@ -101,6 +101,9 @@ def compare_text(result: Comparison) -> str:
 _CELL = "padding:2px 3px;border-bottom:1px solid #ddd;vertical-align:top;text-align:left"
 _NUM = _CELL.replace("text-align:left", "text-align:right") + ";font-variant-numeric:tabular-nums"
 _FIGURE = "white-space:nowrap"
+# The status column says how a variant ended, with a worker's error message: a long token there
+# (a path, a repr) breaks anywhere rather than widen the table past the dashboard.
+STATUS = 6
 
 
 def answer_box(result: Comparison) -> str:
@@ -134,7 +137,8 @@ def table_html(result: Comparison) -> str:
                           f'<span style="{_FIGURE}">{escape(low_high)}</span></span>')
             if i == 0 and row["best"]:
                 inner = f'{inner} <span title="the fix">\u2714</span>'
-            tds.append(f'<td style="{_NUM if i in numeric else _CELL}">{inner}</td>')
+            style = _NUM if i in numeric else _CELL if i != STATUS else f"{_CELL};overflow-wrap:anywhere"
+            tds.append(f'<td style="{style}">{inner}</td>')
         body.append(f'<tr data-variant="{escape(row["variant"])}" data-status="{escape(row["status"])}" '
                     f'data-best="{str(row["best"]).lower()}">{"".join(tds)}</tr>')
     return ('<table class="leakwidget-compare-table" style="border-collapse:collapse;font-size:12px;'

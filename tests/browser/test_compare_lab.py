@@ -60,7 +60,8 @@ def test_the_comparisons_answer_is_the_headline_above_an_aligned_table(open_note
     assert tbox["bottom"] <= chart["y"], (tbox, chart)
     (pbox,) = _boxes(pane)
     assert tbox["right"] <= pbox["right"] + 1, ("the table must fit the dashboard's width", pane.evaluate(
-        "p => [...p.querySelectorAll('th')].map(e => Math.round(e.getBoundingClientRect().width))"))
+        "p => [...p.querySelectorAll('th')].map(e => Math.round(e.getBoundingClientRect().width))"),
+        table.inner_text())
     # Every column lines up: each cell starts where its header does.
     heads = _boxes(table.locator("thead th"))
     assert len(heads) == 7
@@ -92,3 +93,31 @@ def test_the_comparisons_answer_is_the_headline_above_an_aligned_table(open_note
     name = note.inner_text().split("Saved the report:")[1].strip()
     page = (nb.server.root_dir / name.rsplit("/", 1)[-1]).read_text()
     assert headline in page and "leakwidget-compare-table" in page
+
+
+def test_a_variants_long_error_message_wraps_inside_the_dashboards_width(browser):
+    # A worker's error can carry an unbroken token (a path, a repr): it wraps in the status
+    # column rather than widen the table past the dashboard (a 900 px run drew it 16 px wider).
+    from types import SimpleNamespace
+
+    from leakwidget.report.comparison import table_html
+
+    error = ("raised OSError in iteration 0: /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4:"
+             "cannot_open_shared_object_file:No_such_file_or_directory_while_loading_the_allocator")
+    rows = [{"variant": name, "verdict": "inconclusive", "growth": 2.2 * 2**20,
+             "growth_low": -3.4 * 2**20, "growth_high": 13.6 * 2**20, "slope": 183.0,
+             "final_rss": 615 * 2**20, "iterations": 12_838, "attribution": "allocator",
+             "status": "error" if name == "tcmalloc" else "finished",
+             "status_text": error if name == "tcmalloc" else "finished (seconds)",
+             "best": name == "jemalloc", "summary": ""}
+            for name in ("glibc", "MALLOC_ARENA_MAX=2", "jemalloc", "tcmalloc")]
+    result = SimpleNamespace(answer=SimpleNamespace(horizon=12_838), rows=lambda: rows)
+    page = browser.new_page(viewport={"width": 900, "height": 600})
+    try:
+        page.set_content(f'<div id="pane" style="width:844px">{table_html(result)}</div>')
+        table, pane = (page.locator(s).bounding_box() for s in ("table", "#pane"))
+        assert table["x"] + table["width"] <= pane["x"] + pane["width"] + 1, (table, pane)
+        status = page.locator('tr[data-variant="tcmalloc"] td').last
+        assert "libtcmalloc_minimal" in status.inner_text()  # all of it, wrapped
+    finally:
+        page.close()
