@@ -199,7 +199,7 @@ def _first_watches(tf: str, steps: list[str]) -> list[dict]:
 
 
 def _never_a_leak_nor_a_plateau(results: list[dict]) -> None:
-    """What holds on a busy machine too (the suite runs three tests at a time on two cores):
+    """What holds on a busy machine too (the suite runs four tests at a time on two cores):
     no calm step is called a leak or a plateau; one that is not "stable" is "inconclusive" with
     the interval that keeps it so (noise, or a creep of a few bytes an iteration)."""
     assert all(r["kind"] in ("stable", "inconclusive") for r in results), [r["summary"] for r in results]

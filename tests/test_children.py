@@ -23,7 +23,9 @@ from leakwidget.engine.rollup import read_rollup
 from leakwidget.engine.sources import THIS_PROCESS
 from leakwidget.engine.watch import active_watch
 
-KIB256 = 256 * 1024
+KIB = 1024
+MIB = 1024 * KIB
+KIB256 = 256 * KIB
 STARTED: list = []  # (process, connection) pairs started in this process, ended after each test
 
 
@@ -215,3 +217,30 @@ def test_a_reading_that_cost_much_never_leaves_the_next_one_later_than_its_cap()
     share.cost = 0.001
     assert share.interval() == 0.05  # cheap readings: as often as the fastest allows
     assert CostShare(0.1, 0.05).interval() == 0.05 and STALEST <= 0.25
+
+
+def test_a_reading_taken_before_the_first_iteration_starts_the_line_but_is_no_iterations_value() -> None:
+    # The watch reads its children as it settles, before iteration 0: a spawn worker may still
+    # be starting then (10 MiB, 30 once ready). Its next reading came 3 s in under load; those
+    # first iterations must not be given the starting worker's memory as theirs.
+    from leakwidget.engine.children import child_results
+    from leakwidget.engine.members import Member
+    from leakwidget.engine.records import IterationRecord, RecordLog
+
+    t0 = 1000.0
+    log = RecordLog()
+    for i in range(400):  # iterations of 10 ms from 0.1 s on
+        start = 0.1 + i * 0.01
+        log.append(IterationRecord(i, start, start + 0.01, 0, 0, 0.01, -1, 0, -1))
+    worker = Member(pid=1, cmdline="python -c from multiprocessing.spawn ...", number=1, forked=False)
+    readings = [(t0 + 0.05, 10 * MIB)] + [(t0 + 3.005 + k * 0.1, 30 * MIB + k * 256 * KIB)
+                                          for k in range(11)]
+    for t, private in readings:
+        worker.private.append(t, private)
+        worker.shared.append(t, 0)
+        worker.faults.append(t, 0)
+    (child,) = child_results([worker], log, t0)
+    first = int(child.per_iteration[0, 0])
+    assert first == 290, child.per_iteration[:3]  # the first to end after the 3 s reading
+    assert child.per_iteration[:, 1].min() >= 30 * MIB
+    assert child.samples[0, 1] == 10 * MIB  # the line still starts where the worker was

@@ -120,6 +120,26 @@ def test_a_saved_result_with_attribution_and_stages_passes_the_report_check(
     check_saved(doc)
 
 
+def test_a_verdict_made_of_numpy_comparisons_is_saved_as_json_booleans(
+        leak: leakwidget.WatchResult) -> None:
+    # The hypotheses compare numpy numbers: a short run under load saved "np.False_", and
+    # `leakwidget report` refused its own file.
+    import dataclasses
+
+    import numpy as np
+
+    from leakwidget.engine.result import json_default
+    from leakwidget.report.saved import check_saved
+
+    verdict = dataclasses.replace(leak.verdict, confident=np.float64(1.0) > 2, slowing=np.bool_(True))
+    assert verdict.confident is False and verdict.slowing is True
+    assert [json_default(v) for v in (np.bool_(False), np.int64(3), np.float64("nan"), np.arange(2))] == [
+        False, 3, None, [0, 1]]
+    doc = json.loads(leak.to_json())
+    doc["verdict"] = json.loads(json.dumps(dataclasses.asdict(verdict), default=json_default))
+    check_saved(doc)
+
+
 def test_a_saved_result_renders_like_the_live_one(leak: leakwidget.WatchResult, tmp_path: Path) -> None:
     # leakwidget report RESULT.json renders the exported form; the page must be the same.
     live = render_html(json.loads(leak.to_json()))

@@ -177,6 +177,10 @@ def child_results(members: Iterable[Member], log: RecordLog, t0: float) -> list[
     """Each member's :class:`ChildResult`: its verdict made from its RSS (private + shared) at
     its latest reading before each iteration's end, ``log`` on the clock of ``t0``."""
     index, end = log.column("index"), log.column("end") + t0
+    # Readings before the first iteration began (the one taken as the watch settles) are where
+    # a child's line starts, not an iteration's value: a worker still starting then would give
+    # every iteration before its next reading its memory from before it was ready.
+    began = float(log.column("start")[0]) + t0 if index.size else np.inf
     out = []
     for m in members:
         t, private = m.private.arrays()
@@ -188,6 +192,7 @@ def child_results(members: Iterable[Member], log: RecordLog, t0: float) -> list[
         at = np.searchsorted(t, end, side="right") - 1  # the reading before each end
         gap = 2 * max(float(np.median(np.diff(t))), 0.05) if t.size > 1 else 0.2
         seen = (at >= 0) & (end <= (t[-1] + gap if t.size else -np.inf))
+        seen[seen] &= t[at[seen]] >= began
         i = index[seen].astype(float)
         own = (private[at[seen]] + shared[at[seen]]).astype(float)
         verdict = decide(i, own) if i.size else Verdict(

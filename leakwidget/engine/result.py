@@ -11,6 +11,7 @@ import os
 import stat
 import tempfile
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -120,19 +121,12 @@ class WatchResult:
         }
 
     def to_json(self, **kwargs) -> str:
-        def default(o):
-            if isinstance(o, np.integer):
-                return int(o)
-            if isinstance(o, np.floating):
-                return float(o)
-            return repr(o)
-
         d = self.to_dict()
         v = d["verdict"]
         for k in ("slope_low", "slope_high"):
             if isinstance(v[k], float) and not math.isfinite(v[k]):
                 v[k] = None
-        return json.dumps(d, default=default, **kwargs)
+        return json.dumps(d, default=json_default, **kwargs)
 
     def to_csv(self, path) -> None:
         """One row per iteration (the records' fields); the file appears whole or not at all."""
@@ -252,6 +246,20 @@ def written_in_place(path) -> bool:
         return not stat.S_ISREG(os.stat(path).st_mode)  # (follows a symlink)
     except FileNotFoundError:
         return False
+
+
+def json_default(o: Any) -> Any:
+    """JSON for what ``json`` cannot write, in every saved result: numpy booleans and numbers
+    (a non-finite one as null), arrays as lists, anything else as its repr."""
+    if isinstance(o, np.bool_):
+        return bool(o)
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o) if np.isfinite(o) else None
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    return repr(o)
 
 
 def _finite(v: float | None) -> float | None:

@@ -33,6 +33,10 @@ class Verdict:
     iterations: int = 0
     reason: str = ""
 
+    def __post_init__(self) -> None:
+        # Comparisons of numpy numbers give numpy booleans: a saved result must read them back.
+        self.confident, self.slowing = bool(self.confident), bool(self.slowing)
+
     def to_dict(self) -> dict:
         return asdict(self)
 

@@ -35,7 +35,7 @@ from ...stages import Toggles
 from ..budget import DEFAULT_SECONDS
 from ..kinds import ALLOCATORS, Allocator
 from ..observer import Observer
-from ..result import WatchResult, write_whole
+from ..result import WatchResult, json_default, write_whole
 from ..spec import WatchSpec
 from ..units import parse_size
 from ..watch import NO_PAUSE, Pause, YieldToLoop, run_sync
@@ -202,7 +202,7 @@ class CompareResult:
 
     def to_json(self, **kwargs: Any) -> str:
         """The comparison as JSON: what to_dict holds, an unknown bound (infinite) as null."""
-        return json.dumps(_finite(self.to_dict()), default=_plain, allow_nan=False, **kwargs)
+        return json.dumps(_finite(self.to_dict()), default=json_default, allow_nan=False, **kwargs)
 
     def save_html(self, path: str | os.PathLike) -> None:
         """Write the comparison as one self-contained page (answer, how to apply it, table,
@@ -220,15 +220,6 @@ def _finite(o: Any) -> Any:
     if isinstance(o, float) and not np.isfinite(o):
         return None
     return o
-
-
-def _plain(o: Any) -> Any:
-    """JSON for what json cannot write: numpy numbers, and no NaN or infinity (null)."""
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return float(o) if np.isfinite(o) else None
-    return repr(o)
 
 
 def variant_spec(spec: WatchSpec, variant: Variant, seconds: float, at_least: int) -> WatchSpec:
