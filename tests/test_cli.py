@@ -99,13 +99,14 @@ def test_a_steady_program_exits_0(programs: Path) -> None:
     # "inconclusive, run longer" twice when three other test processes shared the two cores).
     # The program sleeps: the 20 s cost the suite no CPU.
     # On a busy machine even 20 s can leave the bound above that (CI, once: "Inconclusive ...
-    # no significant growth ... run longer", exit 2). What holds under load, and is asserted:
-    # never a leak, and exit 0 exactly when the verdict is stable or a plateau.
+    # no significant growth ... run longer", exit 2; once "memory grew, but not steadily", a
+    # 120 KiB jump). What holds under load, and is asserted: never a leak, exit 0 exactly when
+    # the verdict is stable or a plateau, and an inconclusive one carries its 95% interval.
     p = leakwidget("run", "--interval", "0.1", "--seconds", "20", "--",
                    sys.executable, str(programs / "steady.py"))
     said = p.stderr.splitlines()[0] if p.stderr else ""
     if p.returncode == 2:
-        assert said.startswith("leakwidget: Inconclusive") and "no significant growth" in said, p.stderr
+        assert said.startswith("leakwidget: Inconclusive") and "95%" in said, p.stderr
     else:
         assert p.returncode == 0, p.stderr
         assert said.startswith(("leakwidget: Stable", "leakwidget: Plateau")), p.stderr
