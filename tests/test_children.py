@@ -88,7 +88,8 @@ def test_a_leaking_child_gets_its_own_leak_verdict_and_counts_in_the_total(isola
     assert len(workers) == 2, [(c.pid, c.cmdline) for c in result.children]
     kinds = sorted(c.verdict.kind for c in workers)
     leaking = [c for c in workers if c.verdict.kind == "leak"]
-    assert len(leaking) == 1 and kinds[0] == "leak" and kinds[1] != "leak", [str(c) for c in workers]
+    # Exactly one leak: the other worker is stable, or under load inconclusive (which sorts first).
+    assert len(leaking) == 1 and kinds.count("leak") == 1, [str(c) for c in workers]
     assert leaking[0].verdict.slope == pytest.approx(KIB256, rel=0.15)
     other = next(c for c in workers if c is not leaking[0])
     assert other.verdict.slope < KIB256 / 10
