@@ -191,8 +191,8 @@ def child_results(members: Iterable[Member], log: RecordLog, t0: float) -> list[
         _tf, faults = m.faults.arrays()
         at = np.searchsorted(t, end, side="right") - 1  # the reading before each end
         gap = 2 * max(float(np.median(np.diff(t))), 0.05) if t.size > 1 else 0.2
-        seen = (at >= 0) & (end <= (t[-1] + gap if t.size else -np.inf))
-        seen[seen] &= t[at[seen]] >= began
+        read_at = t[np.maximum(at, 0)]  # (at -1: before the first reading, excluded next)
+        seen = (at >= 0) & (read_at >= began) & (end <= t[-1] + gap)
         i = index[seen].astype(float)
         own = (private[at[seen]] + shared[at[seen]]).astype(float)
         verdict = decide(i, own) if i.size else Verdict(
@@ -201,9 +201,9 @@ def child_results(members: Iterable[Member], log: RecordLog, t0: float) -> list[
         copying = worker_copy(m.pid, m.number, rel, private, shared, faults) if m.forked else None
         out.append(ChildResult(
             m.pid, m.cmdline, verdict,
-            np.column_stack([rel, private.astype(float)]) if t.size else np.zeros((0, 2)),
+            np.column_stack([rel, private.astype(float)]),
             np.column_stack([i, own]) if i.size else np.zeros((0, 2)),
-            np.column_stack([rel, shared.astype(float)]) if t.size else np.zeros((0, 2)),
+            np.column_stack([rel, shared.astype(float)]),
             copying, m.number))
     return out
 

@@ -103,7 +103,7 @@ _NUM = _CELL.replace("text-align:left", "text-align:right") + ";font-variant-num
 _FIGURE = "white-space:nowrap"
 # The status column says how a variant ended, with a worker's error message: a long token there
 # (a path, a repr) breaks anywhere rather than widen the table past the dashboard.
-STATUS = 6
+_STATUS = _CELL + ";overflow-wrap:anywhere"
 
 
 def answer_box(result: Comparison) -> str:
@@ -137,7 +137,7 @@ def table_html(result: Comparison) -> str:
                           f'<span style="{_FIGURE}">{escape(low_high)}</span></span>')
             if i == 0 and row["best"]:
                 inner = f'{inner} <span title="the fix">\u2714</span>'
-            style = _NUM if i in numeric else _CELL if i != STATUS else f"{_CELL};overflow-wrap:anywhere"
+            style = _NUM if i in numeric else _STATUS if i == len(cells) - 1 else _CELL
             tds.append(f'<td style="{style}">{inner}</td>')
         body.append(f'<tr data-variant="{escape(row["variant"])}" data-status="{escape(row["status"])}" '
                     f'data-best="{str(row["best"]).lower()}">{"".join(tds)}</tr>')
