@@ -21,7 +21,6 @@ allocated, written and freed — the churn that makes real RSS curves hard to re
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import threading
 from collections.abc import Callable
 
@@ -71,7 +70,7 @@ _libc = None
 def _libc_handle():
     global _libc
     if _libc is None:
-        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        _libc = ctypes.CDLL(None)  # the loaded C library: find_library would run ldconfig
         _libc.malloc.restype = ctypes.c_void_p
         _libc.malloc.argtypes = [ctypes.c_size_t]
         _libc.free.argtypes = [ctypes.c_void_p]

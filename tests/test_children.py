@@ -245,3 +245,33 @@ def test_a_reading_taken_before_the_first_iteration_starts_the_line_but_is_no_it
     assert first == 290, child.per_iteration[:3]  # the first to end after the 3 s reading
     assert child.per_iteration[:, 1].min() >= 30 * MIB
     assert child.samples[0, 1] == 10 * MIB  # the line still starts where the worker was
+
+
+_NO_PROCESS_OF_ITS_OWN = r"""
+import sys
+started = []
+sys.addaudithook(lambda event, args: started.append((event, str(args)[:120]))
+                 if event in ("subprocess.Popen", "os.fork", "os.forkpty", "os.posix_spawn",
+                              "os.exec", "os.system") else None)
+from IPython.testing.globalipapp import start_ipython
+ip = start_ipython()
+ip.run_line_magic("load_ext", "leakwidget")
+ip.run_cell("%%leakwatch -n 20 -o r\nx = [0] * 10").raise_error()
+result = ip.user_ns["r"]
+str(result), result.to_json()
+print(repr(started), len(result.children))
+"""
+
+
+def test_the_watch_starts_no_process_that_it_would_report_as_the_users() -> None:
+    # CI: a copy-on-write dashboard drew a fifth worker beside the four the cell forked. The
+    # watch itself had started a process (ctypes' find_library runs ldconfig, and
+    # platform.platform() runs uname -p), and its reader found it as one of the kernel's children.
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _NO_PROCESS_OF_ITS_OWN], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    started, children = out.stdout.strip().splitlines()[-1].rsplit(" ", 1)
+    assert started == "[]" and children == "0", out.stdout

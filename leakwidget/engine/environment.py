@@ -33,7 +33,7 @@ def environment(variables: Mapping[str, str] | None = None) -> dict:
     return {
         "python": sys.version.split()[0],
         "implementation": platform.python_implementation(),
-        "platform": platform.platform(),
+        "platform": _platform(),
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
         "memory_total": total,
@@ -43,6 +43,16 @@ def environment(variables: Mapping[str, str] | None = None) -> dict:
         "allocator_variables": {k: env[k] for k in ALLOCATOR_VARIABLES if env.get(k)},
         "libraries": _loaded_versions() if variables is None else {},
     }
+
+
+def _platform() -> str:
+    """``platform.platform()``'s text ("Linux-6.1.0-x86_64-with-glibc2.36") without running
+    ``uname -p``, as it does: that child would be found by the watch and reported as the user's."""
+    u = os.uname() if hasattr(os, "uname") else None
+    if u is None:
+        return platform.system()
+    libc, version = platform.libc_ver()
+    return f"{u.sysname}-{u.release}-{u.machine}" + (f"-with-{libc}{version}" if libc else "")
 
 
 def allocator_name(env: Mapping[str, str]) -> str:

@@ -18,7 +18,6 @@ No IPython and no TensorFlow here: this is the bottom of the house.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import threading
 import time
@@ -261,7 +260,9 @@ def _glibc_functions() -> tuple:
     if not _glibc:
         trim_fn = info_fn = None
         try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            # The C library this process already runs on, not ctypes.util.find_library("c"):
+            # that runs ldconfig, a child the watch then finds and reports as the user's.
+            libc = ctypes.CDLL(None)
             trim_fn = getattr(libc, "malloc_trim", None)
             if trim_fn is not None:
                 trim_fn.argtypes = [ctypes.c_size_t]
