@@ -94,7 +94,7 @@ def test_a_leaking_child_gets_its_own_leak_verdict_and_counts_in_the_total(isola
     other = next(c for c in workers if c is not leaking[0])
     assert other.verdict.slope < KIB256 / 10
     # Each child's own series, and per-iteration readings the verdict was made from.
-    assert leaking[0].samples.shape[0] >= 10 and leaking[0].per_iteration.shape[0] >= 50
+    assert leaking[0].samples.shape[0] >= 10 and leaking[0].per_iteration.shape[0] >= 10
     # The chart's total is the tree's: the child's leak is the watch's leak...
     assert result.verdict.kind == "leak", str(result)
     assert result.verdict.slope == pytest.approx(KIB256, rel=0.2)
@@ -246,6 +246,42 @@ def test_a_reading_taken_before_the_first_iteration_starts_the_line_but_is_no_it
     assert child.per_iteration[:, 1].min() >= 30 * MIB
     assert child.samples[0, 1] == 10 * MIB  # the line still starts where the worker was
 
+
+
+def _leaking_worker_read_at(times: np.ndarray, log, t0: float):
+    """A worker keeping 256 KiB per iteration of ``log``, read at ``times`` (seconds from t0)."""
+    from leakwidget.engine.members import Member
+
+    ends = log.column("end")
+    worker = Member(pid=1, cmdline="python -c from multiprocessing.spawn ...", number=1, forked=False)
+    for t in times:
+        worker.private.append(t0 + t, 30 * MIB + KIB256 * np.searchsorted(ends, t, side="right"))
+        worker.shared.append(t0 + t, 0)
+        worker.faults.append(t0 + t, 0)
+    return worker
+
+
+def test_a_leaking_child_read_a_few_times_is_never_called_a_plateau_or_stable() -> None:
+    # CI: a leaking worker read a handful of times under load was "inconclusive"; given to every
+    # iteration until the next one, its few readings made a staircase that the verdict called a
+    # plateau or stable in 1 run of 5. Its readings alone: too few is inconclusive, enough a leak.
+    from leakwidget.engine.children import child_results
+    from leakwidget.engine.records import IterationRecord, RecordLog
+
+    rng = np.random.default_rng(0)
+    t0, kinds = 1000.0, {}
+    for readings in (3, 4, 5, 6, 20):
+        for _ in range(10):
+            log, start = RecordLog(), 0.1
+            for i, d in enumerate(rng.exponential(0.05, 60)):  # 60 iterations of uneven length
+                log.append(IterationRecord(i, start, start + d, 0, 0, d, -1, 0, -1))
+                start += d
+            times = np.append(np.sort(rng.uniform(0.1, start, readings)), start + 0.01)
+            (child,) = child_results([_leaking_worker_read_at(times, log, t0)], log, t0)
+            kinds.setdefault(readings, []).append(child.verdict.kind)
+            assert child.per_iteration.shape[0] <= readings + 1  # a point per reading, no more
+    assert not {"plateau", "stable"} & {k for ks in kinds.values() for k in ks}, kinds
+    assert kinds[20].count("leak") >= 9, kinds
 
 _NO_PROCESS_OF_ITS_OWN = r"""
 import sys

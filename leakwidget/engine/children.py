@@ -58,7 +58,8 @@ class ChildResult:
     cmdline: str
     verdict: Verdict
     samples: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))  # (seconds, private bytes)
-    per_iteration: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))  # (iteration, RSS)
+    # (iteration, RSS): each reading, at the first iteration to end after it
+    per_iteration: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
     shared: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))  # (seconds, shared bytes)
     copying: WorkerCopy | None = None
     number: int = 0  # "worker 3" (forked) or "process 3": the order the watch found it in
@@ -174,8 +175,8 @@ class WithChildren:
 
 
 def child_results(members: Iterable[Member], log: RecordLog, t0: float) -> list[ChildResult]:
-    """Each member's :class:`ChildResult`: its verdict made from its RSS (private + shared) at
-    its latest reading before each iteration's end, ``log`` on the clock of ``t0``."""
+    """Each member's :class:`ChildResult`: its verdict made from its RSS (private + shared), each
+    reading given to the first iteration to end after it, ``log`` on the clock of ``t0``."""
     index, end = log.column("index"), log.column("end") + t0
     # Readings before the first iteration began (the one taken as the watch settles) are where
     # a child's line starts, not an iteration's value: a worker still starting then would give
@@ -192,7 +193,11 @@ def child_results(members: Iterable[Member], log: RecordLog, t0: float) -> list[
         at = np.searchsorted(t, end, side="right") - 1  # the reading before each end
         gap = 2 * max(float(np.median(np.diff(t))), 0.05) if t.size > 1 else 0.2
         read_at = t[np.maximum(at, 0)]  # (at -1: before the first reading, excluded next)
-        seen = (at >= 0) & (read_at >= began) & (end <= t[-1] + gap)
+        seen = np.flatnonzero((at >= 0) & (read_at >= began) & (end <= t[-1] + gap))
+        # One point per reading, given to the first iteration to end after it: the iterations
+        # ending before the next reading would repeat its value, and a leak read a few times
+        # makes a staircase that the verdict took for a plateau, or for stable.
+        seen = seen[np.unique(at[seen], return_index=True)[1]]
         i = index[seen].astype(float)
         own = (private[at[seen]] + shared[at[seen]]).astype(float)
         verdict = decide(i, own) if i.size else Verdict(
