@@ -9,8 +9,8 @@ once, in this process's RSS, so nothing is counted twice. What the watch samples
 unique set size, USS) — the tree's total — and each child keeps its own series and, at the end,
 its own verdict and copy-on-write test (``result.children``).
 
-A child's verdict is made on its own memory — private plus shared, its RSS, at the end of each
-iteration it lived through — not on its private memory alone: a forked worker that copies what
+A child's verdict is made on its own memory — private plus shared, its RSS, each reading given
+to the first iteration to end after it — not on its private memory alone: a forked worker that copies what
 it shares with this process (:mod:`.copying`) grows its private memory without growing, and a
 worker that leaks still shows as a leak, copying or not.
 
