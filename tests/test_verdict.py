@@ -257,6 +257,24 @@ def test_python_leak_hidden_by_reused_memory_is_still_a_leak():
     del pin
 
 
+
+def test_a_hidden_python_leak_read_at_thinning_checkpoints_is_still_a_leak():
+    # An open-ended run reads the block count at every chance at first, then at times that
+    # grow geometrically (engine/checkpoints.py): iterations 0-39, then 60, 90, 135, 203, 304.
+    # Batched by count, the last batch spans 60-304, and the steady leak's rise across it (78%
+    # of the growth) was taken for one jump: "Stable" while 101 blocks per iteration piled up.
+    x = np.arange(400, dtype=float)
+    rss = 300 * MiB + np.random.default_rng(0).normal(0, 2 * KiB, x.size)  # reused memory: flat
+    read = np.unique(np.r_[np.arange(40), np.round(40 * 1.5 ** np.arange(6))]).astype(int)
+    blocks = np.full(x.size, -1.0)
+    blocks[read] = 50_000 + 101 * read
+    v = decide(x, rss, blocks=blocks, durations=np.full(x.size, 0.01))
+    assert v.kind == "leak" and "Python objects" in v.summary, v.summary
+    assert v.slope == pytest.approx(101 * 64, rel=0.05)
+    # One real jump in a series read every iteration is still no leak.
+    y = 300 * MiB + np.where(x > 200, 4 * MiB, 0.0)
+    assert decide(x, y, durations=np.full(x.size, 0.01)).kind != "leak"
+
 # RSS (MiB above the first iteration) of `examples.steady(noise=4 MiB)`, measured in a
 # long-lived process: nothing is kept, but each array of a new size that no free block fits
 # makes the heap a little larger, in steps that get smaller and rarer. The RSS-only rules

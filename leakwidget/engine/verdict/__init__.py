@@ -17,7 +17,8 @@ How it is decided, in plain words (the README repeats this for users):
    (the allocator keeps a freed block for a while), and ignoring that makes steps look like trends.
 3. **Leak**: growth since the onset is significant at 99.9% (a stricter level than the 95%
    interval we report, because a live verdict is looked at many times); the second half of that
-   span still grows (95%) and the first half grew too; no single step carries 40% of the growth;
+   span still grows (95%) and the first half grew too; no single step carries 40% of the growth
+   (beyond its width's share, where values were read at uneven iterations);
    and it added at least 1 MiB and at least what one iteration allocates and frees again (the
    median of peak minus end RSS: the allocator may keep that much). A single jump, a few jumps,
    growth that stopped, or a creep too small to matter yet are therefore not a leak. Python

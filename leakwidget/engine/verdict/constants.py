@@ -11,6 +11,7 @@ MIN_POINTS = 8  # iterations after warm-up before anything is decided
 # much running (a training job of weeks); a creep called stable neither.
 STABLE_HORIZON_S = 30 * 24 * 3600.0
 PYTHON_LEAK_HORIZON_S = 24 * 3600.0  # Python objects piling up fast enough to fill memory in this are a leak
+SPREAD = 0.4  # no step between batches may carry this share of a leak's growth (growth.py)
 MIN_LEAK_GROWTH = 1024 * 1024  # a leak must have added at least this much during the run
 BLOCK_BYTES = 64  # a typical pymalloc block (objects of 49–64 B): turns block counts into bytes
 MIN_RISES_UNEXPLAINED = 12  # rises growth needs when nothing in use grows with it (see 3.)
