@@ -93,6 +93,8 @@ def verdict_headline(v: Verdict, kind: str) -> str:
     if v.kind == "leak":
         if v.reason == "python-blocks":
             return f"Leak of Python objects: about {rate}; RSS has not grown yet"
+        if v.reason == "heap-in-use":
+            return f"Leak: {rate} in use; RSS has not grown yet"
         line = f"Leak: {rate}"
         if v.exhaust_seconds is not None:
             line += f" \u00b7 out of memory in ~{format_duration(v.exhaust_seconds)}"

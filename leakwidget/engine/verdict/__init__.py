@@ -22,8 +22,9 @@ How it is decided, in plain words (the README repeats this for users):
    and it added at least 1 MiB and at least what one iteration allocates and frees again (the
    median of peak minus end RSS: the allocator may keep that much). A single jump, a few jumps,
    growth that stopped, or a creep too small to matter yet are therefore not a leak. Python
-   objects that keep accumulating (the allocator's block count) are a leak even before RSS shows
-   it, when freed memory is reused. The onset candidates include the knee of a "rise, then
+   objects that keep accumulating (the allocator's block count), and memory malloc handed out and
+   did not get back (glibc's bytes in use, when that is the process's heap), are a leak even
+   before RSS shows it, when freed memory is reused. The onset candidates include the knee of a "rise, then
    slower" fit, and when a later start shows a clearly slower rate, that current rate is used.
    When nothing in use grew with RSS (glibc malloc's bytes in use, read at checkpoints, and
    Python's block count both flat), the growth is the allocator taking more room for the same

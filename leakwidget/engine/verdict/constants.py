@@ -15,6 +15,9 @@ SPREAD = 0.4  # no step between batches may carry this share of a leak's growth 
 MIN_LEAK_GROWTH = 1024 * 1024  # a leak must have added at least this much during the run
 BLOCK_BYTES = 64  # a typical pymalloc block (objects of 49–64 B): turns block counts into bytes
 MIN_RISES_UNEXPLAINED = 12  # rises growth needs when nothing in use grows with it (see 3.)
+# malloc's bytes in use are the process's heap only when at least this share of RSS (with
+# jemalloc or tcmalloc preloaded, glibc's count stays flat and small)
+HEAP_SHARE = 0.02
 LIVE_SHARE = 0.25  # growth is "in use" when malloc's bytes or Python's blocks grow this fast
 STEP_BUCKETS = 100  # stretches of a leak's second half whose rises are counted (growth.py)
 STEPWISE_SHARE = 0.12  # a leak rising in fewer than this share of them is not sure yet

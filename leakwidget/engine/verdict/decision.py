@@ -8,6 +8,7 @@ from numpy.typing import ArrayLike
 from .constants import MIN_POINTS
 from .evidence import cut_warmup, gather_evidence
 from .hypotheses import (
+    hidden_heap_leak,
     hidden_python_leak,
     inconclusive,
     no_data,
@@ -44,7 +45,8 @@ def decide(
     frees again is what the allocator may simply be holding on to, so it is not called a leak.
     ``in_use``, glibc malloc's bytes in use at the end of each iteration (-1 where not read):
     RSS growth that nothing in use follows must come in many rises to be a leak (see 3. in the
-    package's description).
+    package's description), and bytes in use that keep accumulating are a leak even while RSS
+    does not grow yet, as Python's blocks are.
     """
     x_all = np.asarray(index, dtype=float)
     y_all = np.asarray(rss, dtype=float)
@@ -58,7 +60,7 @@ def decide(
         return tell(too_few(window))
     ev = gather_evidence(window, durations=dur, headroom=headroom, blocks=blocks, peaks=peaks,
                          in_use=in_use)
-    found = hidden_python_leak(ev) or rss_leak(ev)
+    found = hidden_python_leak(ev) or hidden_heap_leak(ev) or rss_leak(ev)
     if found is None:
         # Read once: the plateau is a large fill, and "one small rise, flat since" is stable.
         fill = rise_then_flat(ev)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .constants import MAX_POINTS, MIN_LEAK_GROWTH, MIN_POINTS, STABLE_HORIZON_S
+from .constants import HEAP_SHARE, MAX_POINTS, MIN_LEAK_GROWTH, MIN_POINTS, STABLE_HORIZON_S
 from .growth import LeakChoice, choose_leak, leak_test
 from .stats import (
     Hinge,
@@ -66,6 +66,9 @@ class Evidence:
     min_growth: float  # what a leak must add during the run
     leak: LeakChoice
     blocks: np.ndarray | None  # Python's allocator blocks after the warm-up (NaN where not read)
+    # glibc malloc's bytes in use after the warm-up (NaN where not read); None when too few were
+    # read, or when they cannot be the process's heap (see growth.in_use_grows)
+    in_use: np.ndarray | None
     sec_per_iter: float | None  # mean duration of an iteration, when known
     room: float | None  # bytes still available, when known
 
@@ -98,24 +101,28 @@ def gather_evidence(window: Window, *, durations: np.ndarray | None, headroom: f
     down = hinge_fit(fx, fy, "down")
     starts = _starts(x, fx, fy, down)
     min_growth = _min_growth(y, post, peaks)
-    blocks_post = _read_blocks(_after_warmup(blocks, post))
+    blocks_post = _read_checkpoints(_after_warmup(blocks, post))
+    in_use_post = _after_warmup(in_use, post)
+    heap = _read_checkpoints(in_use_post)
+    if heap is not None and not np.nanmedian(heap) >= HEAP_SHARE * float(np.median(y)):
+        heap = None  # jemalloc or tcmalloc preloaded serve malloc: glibc's count stays flat
     tests = [leak_test(x, y, s, min_growth) for s in starts]
     return Evidence(
         window=window, fx=fx, overall=overall, level=float(np.median(by)), sigma=sigma,
         rss0=float(window.rss[0]), long_warmup=_long_warmup(window, sigma), down=down,
         starts=starts, min_growth=min_growth,
-        leak=choose_leak(x, y, tests, _after_warmup(in_use, post), blocks_post),
-        blocks=blocks_post,
+        leak=choose_leak(x, y, tests, in_use_post, blocks_post),
+        blocks=blocks_post, in_use=heap,
         sec_per_iter=sec_per_iter, room=room,
     )
 
 
-def _read_blocks(blocks: np.ndarray | None) -> np.ndarray | None:
-    """The block count as floats, NaN where it was not read (-1: read at checkpoints only);
-    None when it was read at fewer than MIN_POINTS of them."""
-    if blocks is None:
+def _read_checkpoints(values: np.ndarray | None) -> np.ndarray | None:
+    """A count read at checkpoints only (the block count, malloc's bytes in use) as floats, NaN
+    where it was not read (-1); None when it was read at fewer than MIN_POINTS of them."""
+    if values is None:
         return None
-    b = blocks.astype(float)
+    b = values.astype(float)
     unread = b < 0
     if (~unread).sum() < MIN_POINTS:
         return None

@@ -8,6 +8,7 @@ import numpy as np
 
 from .constants import (
     BLOCK_BYTES,
+    HEAP_SHARE,
     LIVE_SHARE,
     MIN_POINTS,
     MIN_RISES_UNEXPLAINED,
@@ -111,7 +112,7 @@ def in_use_grows(x: np.ndarray, rss: np.ndarray, in_use: np.ndarray | None, bloc
     if read.sum() < 4:
         return None
     ux, uy = x[keep][read], u[read]
-    if np.median(uy) < 0.02 * float(np.median(rss[keep])):
+    if np.median(uy) < HEAP_SHARE * float(np.median(rss[keep])):
         return None
     return trend(ux, uy).slope >= LIVE_SHARE * rss_slope
 

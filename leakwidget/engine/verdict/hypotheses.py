@@ -15,7 +15,7 @@ from .constants import (
     STABLE_HORIZON_S,
 )
 from .evidence import Evidence, Window
-from .growth import leak_test
+from .growth import LeakTest, leak_test
 from .model import (
     Creep,
     Doubt,
@@ -23,6 +23,7 @@ from .model import (
     Finding,
     Flat,
     Growth,
+    HeapInUse,
     Levelling,
     NoData,
     NoFit,
@@ -59,10 +60,33 @@ def too_few(window: Window) -> Finding:
 # --- leak ---------------------------------------------------------------------------------------
 
 
-def _blocks_may_grow(x: np.ndarray, blocks: np.ndarray, floor: float) -> bool:
-    """Python objects that are not accumulating at all (the usual case) need no closer look:
-    even a leak starting halfway would lift the whole run's trend to a quarter of its rate."""
-    return trend(x, blocks).high * BLOCK_BYTES >= 0.25 * floor
+# A count read at checkpoints speaks for the run only when its readings reach this close to the
+# run's end (a share of the window): a budget spent in the first iterations read a capped
+# list's fill and nothing after, where RSS (read every iteration) showed it stop. The
+# checkpoints of an open-ended run thin out geometrically, each at most 1.5 times as late as
+# the one before (engine/checkpoints.py), so they reach two thirds of it at least.
+HIDDEN_REACH = 1 / 3
+
+
+def _hidden_growth(ev: Evidence, values: np.ndarray, unit: float) -> LeakTest | None:
+    """The first start from which a count read at checkpoints (``values``, NaN where not read;
+    ``unit`` bytes each) keeps growing, fast enough to fill memory within
+    PYTHON_LEAK_HORIZON_S; None when it does not, or its readings stop short of the run's end."""
+    read = ~np.isnan(values)
+    x, count = ev.window.x[read], values[read]
+    x0, x1 = float(ev.window.x[0]), float(ev.window.x[-1])
+    if not x.size or x[-1] < x1 - HIDDEN_REACH * (x1 - x0):
+        return None
+    floor = max(ev.exhausting_rate(PYTHON_LEAK_HORIZON_S), 1024.0)
+    # Not accumulating at all (the usual case) needs no closer look: even a leak starting
+    # halfway would lift the whole run's trend to a quarter of its rate.
+    if not trend(x, count).high * unit >= 0.25 * floor:
+        return None
+    tests = (leak_test(x, count, s, MIN_LEAK_GROWTH / unit) for s in ev.starts)
+    found = next((t for t in tests if t.is_leak), None)
+    if found is None or not found.trend.slope * unit >= floor:  # not >=: NaN is no leak
+        return None
+    return found
 
 
 def hidden_python_leak(ev: Evidence) -> Finding | None:
@@ -70,29 +94,47 @@ def hidden_python_leak(ev: Evidence) -> Finding | None:
     grow yet, because the process is reusing memory it freed earlier."""
     if ev.leak.is_leak or ev.blocks is None:
         return None
-    read = ~np.isnan(ev.blocks)  # the block count is read at checkpoints
-    x, blocks = ev.window.x[read], ev.blocks[read]
-    floor = max(ev.exhausting_rate(PYTHON_LEAK_HORIZON_S), 1024.0)
-    if not _blocks_may_grow(x, blocks, floor):
+    found = _hidden_growth(ev, ev.blocks, BLOCK_BYTES)
+    return None if found is None else Finding(
+        _hidden_leak_verdict(ev, found, BLOCK_BYTES), PythonBlocks(found.trend))
+
+
+def hidden_heap_leak(ev: Evidence) -> Finding | None:
+    """Memory malloc handed out and did not get back (glibc's bytes in use) that keeps growing
+    while RSS does not, because the process is reusing memory it freed earlier: a kernel that
+    ran other cells first, a test process. The counterpart of :func:`hidden_python_leak` for
+    what Python's small-object allocator does not serve (large buffers, native code's). Bytes
+    in use are exact, so RSS must also have grown by less than half of them since the onset:
+    growth RSS followed is RSS's to judge (a fill, then flat)."""
+    if ev.leak.is_leak or ev.in_use is None:
         return None
-    tests = (leak_test(x, blocks, s, MIN_LEAK_GROWTH / BLOCK_BYTES) for s in ev.starts)
-    found = next((t for t in tests if t.is_leak), None)
-    if found is None or not found.trend.slope * BLOCK_BYTES >= floor:  # not >=: NaN is no leak
+    found = _hidden_growth(ev, ev.in_use, 1.0)
+    if found is None:
         return None
+    x, y = ev.window.x, ev.window.y
+    since = x >= found.onset
+    rss_rise = float(np.median(y[since][-MIN_POINTS:]) - np.median(y[since][:MIN_POINTS]))
+    used_rise = found.trend.slope * float(x[-1] - found.onset)
+    if not rss_rise < 0.5 * used_rise:
+        return None
+    return Finding(_hidden_leak_verdict(ev, found, 1.0), HeapInUse(found.trend))
+
+
+def _hidden_leak_verdict(ev: Evidence, found: LeakTest, unit: float) -> Verdict:
+    """A leak seen in a count (``unit`` bytes each) while RSS has not grown: its rate and onset
+    are the count's, the line drawn RSS's own trend (the chart is of RSS)."""
     rss_growth = ev.leak.test
-    verdict = Verdict(
+    return Verdict(
         "leak",
-        slope=found.trend.slope * BLOCK_BYTES,
-        slope_low=found.trend.low * BLOCK_BYTES,
-        slope_high=found.trend.high * BLOCK_BYTES,
+        slope=found.trend.slope * unit,
+        slope_low=found.trend.low * unit,
+        slope_high=found.trend.high * unit,
         onset=int(round(found.onset)),
         warmup=ev.window.warmup,
         iterations=ev.window.iterations,
         confident=found.trend.low_decide > 0 and found.h2.low99 > 0,
-        # The chart is of RSS, so the line drawn is RSS's own trend.
         fit=_trend_line(rss_growth.trend, rss_growth.onset, float(ev.window.x[-1])),
     )
-    return Finding(verdict, PythonBlocks(found.trend))
 
 
 def _exhaust(ev: Evidence, slope: float) -> tuple[float | None, float | None]:

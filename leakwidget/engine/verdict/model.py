@@ -64,6 +64,13 @@ class PythonBlocks:
 
 
 @dataclass(frozen=True)
+class HeapInUse:
+    """Memory malloc handed out and did not get back, accumulating while RSS does not grow yet."""
+
+    in_use: Trend  # bytes in use per iteration
+
+
+@dataclass(frozen=True)
 class Growth:
     """A leak in RSS: the Verdict's slope, onset and projection say it all."""
 
@@ -167,7 +174,7 @@ class NoFit:
 
 
 Doubt = Unexplained | TooLittle | Levelling | Unsteady | NotYetSignificant | Noisy | NoFit
-Story = NoData | TooFew | PythonBlocks | Growth | Slowing | Filled | Flat | StepThenFlat | Doubt
+Story = NoData | TooFew | PythonBlocks | HeapInUse | Growth | Slowing | Filled | Flat | StepThenFlat | Doubt
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from .model import (
     Finding,
     Flat,
     Growth,
+    HeapInUse,
     Levelling,
     NoData,
     NoFit,
@@ -53,6 +54,13 @@ def _say(found: Finding) -> tuple[str, str]:
                 f"{format_bytes(v.slope)}) since iteration {v.onset}. RSS has not grown yet: the "
                 "process is reusing memory it freed earlier, and RSS will follow once that is used up."
             ), "python-blocks"
+        case HeapInUse():
+            return (
+                f"Leak: {format_bytes(v.slope, signed=True)} per iteration in use (memory malloc "
+                f"handed out and did not get back; 95%: {format_range(v.slope_low, v.slope_high)}) "
+                f"since iteration {v.onset}. RSS has not grown yet: the process is reusing memory "
+                "it freed earlier, and RSS will follow once that is used up."
+            ), "heap-in-use"
         case Growth():
             return _leak(v), ""
         case Slowing():
