@@ -74,6 +74,7 @@ def test_the_spread_a_live_verdict_reads_is_the_evenly_spread_records() -> None:
 
 
 _REDRAWS_OF_A_CALM_WATCH = r"""
+import json
 import time
 import leakwidget
 from leakwidget.engine import sampler
@@ -92,21 +93,27 @@ class Measured(Dashboard):  # each redraw of the running watch, its RSS change a
 
 dash = Measured(refresh_interval=0.2)
 leakwidget.watch(lambda: time.sleep(0.001), widget=False, seconds=4, observers=[dash])
-print(len(grew), sum(grew))
+print(json.dumps(grew))
 """
 
 
 @pytest.mark.slow
 def test_a_dashboards_redraws_take_no_new_memory_during_a_calm_watch() -> None:
     # Drawn on the loop's thread, each redraw's arrays and messages grew with the points drawn
-    # (up to max_points) and took new pages of the step's heap: 270-470 KiB over a calm 10 s
-    # run. Drawn on the watch's own thread, whose arena took the largest redraw before the
-    # baseline (Dashboard.on_settled), they take nothing new. (A subprocess: its own heap; ~6 s.)
+    # (up to max_points) and took new pages of the step's heap, a few at a time as the points
+    # grew: 270-470 KiB over a calm 10 s run. Drawn on the watch's own thread, whose arena took
+    # the largest redraw before the baseline (Dashboard.on_settled), they take nothing new.
+    # (A subprocess: its own heap; ~6 s.) What RSS gains while a redraw runs is the process's:
+    # beside CI's load another thread once took 68 KiB during one of 17 redraws. So: no more
+    # than two of them may see any growth, and all of them together less than 48 KiB of it
+    # unless it came at once.
     out = subprocess.run([sys.executable, "-c", _REDRAWS_OF_A_CALM_WATCH],
                          capture_output=True, text=True, timeout=120, check=True)
-    redraws, grew = (int(v) for v in out.stdout.split()[-2:])
-    assert redraws >= 10, out.stdout
-    assert grew < 48 * KiB, f"{redraws} redraws took {grew / KiB:.0f} KiB of new memory"
+    grew = json.loads(out.stdout.strip().splitlines()[-1])
+    assert len(grew) >= 10, out.stdout
+    grown = [g for g in grew if g > 0]
+    assert len(grown) <= 2, f"{len(grown)} of {len(grew)} redraws took new memory: {grew}"
+    assert sum(grown) < (48 if len(grown) > 1 else 96) * KiB, grew
 
 
 _SCANS_DURING_A_CALM_WATCH = r"""
