@@ -14,15 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from leakwidget import examples as ex
-
 sys.path.insert(0, str(Path(__file__).parent / "recorded"))
 import controls  # noqa: E402  (tests/recorded/controls.py: the recorded controls)
 
-from leakwidget.engine.spec import WatchSpec
 from leakwidget.engine.units import format_bytes
 from leakwidget.engine.verdict import decide, theil_sen
-from leakwidget.engine.watch import Watch
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -56,10 +52,6 @@ def test_leak_is_called_leak_in_time_with_slope_within_20_percent(case, rate, n,
     assert v["kind"] == "leak", v
     assert 0.8 * rate <= v["slope"] <= 1.2 * rate, v
     assert v["low"] <= v["slope"] <= v["high"]
-
-
-def _run(setup, step, n):
-    return Watch(WatchSpec(step, setup=setup, iterations=n), tracker=False).run()
 
 
 _FILL_CHILD = r"""
@@ -245,16 +237,30 @@ def test_a_slow_leak_after_a_fill_is_a_leak_at_the_slow_rate():
     assert v.onset >= 200, v.summary
 
 
+_HIDDEN_PYTHON_LEAK_CHILD = r"""
+import json
+from leakwidget import examples as ex
+from leakwidget.engine.spec import WatchSpec
+from leakwidget.engine.watch import Watch
+junk = [(i, None) for i in range(400_000)]
+pin = [junk[i] for i in range(0, len(junk), 50)]  # keeps the arenas partly used
+del junk
+setup, step = ex.python_leak(64 * 1024)
+v = Watch(WatchSpec(step, setup=setup, iterations=80), tracker=False).run().verdict
+print(json.dumps({"kind": v.kind, "summary": v.summary}))
+"""
+
+
 def test_python_leak_hidden_by_reused_memory_is_still_a_leak():
     # Free a large Python structure first, as an earlier cell would: the leak then reuses its
-    # memory and RSS stays flat for a while, but the allocator's block count keeps rising.
-    junk = [(i, None) for i in range(400_000)]
-    pin = [junk[i] for i in range(0, len(junk), 50)]  # keeps the arenas partly used
-    del junk
-    setup, step = ex.python_leak(64 * KiB)
-    r = _run(setup, step, 80)
-    assert r.verdict.kind == "leak", r.verdict.summary
-    del pin
+    # memory and RSS stays flat for a while, but the allocator's block count keeps rising. In
+    # a fresh process, as in a fresh kernel: in a long-lived test process (CI runs 16 and 21)
+    # the block count, read on a budget, cost so much in its heap that 80 fast iterations got
+    # too few readings for the rule, and the run was "stable" (docs/verdict.md says so).
+    out = subprocess.run([sys.executable, "-c", _HIDDEN_PYTHON_LEAK_CHILD], capture_output=True,
+                         text=True, timeout=300, check=True)
+    v = json.loads(out.stdout.strip().splitlines()[-1])
+    assert v["kind"] == "leak", v["summary"]
 
 
 
