@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -77,10 +78,18 @@ class LiveVerdicts:
         self._thread = threading.Thread(target=self._serve, args=(self._jobs,),
                                         name="leakwidget-verdict", daemon=True)
         self._thread.start()
+        self.cost = 0.0  # CPU seconds the last verdict took on its thread
 
     def verdict(self, log: RecordLog, headroom: int | None, warmup: int | None) -> Verdict:
         """The live verdict on ``log``: at most LIVE_RECORDS records, evenly spread."""
-        return self.call(lambda: judge(self._rows(log), headroom, warmup))
+        def job() -> Verdict:
+            began = time.thread_time()
+            try:
+                return judge(self._rows(log), headroom, warmup)
+            finally:
+                self.cost = time.thread_time() - began
+
+        return self.call(job)
 
     def rehearse(self) -> None:
         """Made-up runs (flat, leaking, filling) of REHEARSED_COUNTS records, decided as live

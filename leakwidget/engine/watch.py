@@ -325,9 +325,13 @@ class Watch:
         return self.stopped is None
 
     def _update_verdict(self, now: float) -> None:
+        began = time.thread_time()
         self.verdict = verdict_of(self.log, self.spec, self._headroom, self.baseline_rss, live=self._live)
-        # At most every VERDICT_INTERVAL, and never more than ~1% of the run's time.
-        cost = time.perf_counter() - now
+        # At most every VERDICT_INTERVAL, and never more than ~1% of the run's time, its cost
+        # counted in CPU time on the thread that decided it: counted in wall time, a machine
+        # busy with other work stretched it tenfold, and a leak watched for 10 s beside CI's
+        # load got two live verdicts, both before it was sure.
+        cost = self._live.cost if self._live is not None else time.thread_time() - began
         self._next_verdict_t = now + max(VERDICT_INTERVAL, cost / VERDICT_SHARE)
         self._budget.count(self.verdict, self.log.total, now - (self._loop_t0 or now))
         for ob in self.observers:
