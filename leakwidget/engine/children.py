@@ -10,9 +10,9 @@ unique set size, USS) — the tree's total — and each child keeps its own seri
 its own verdict and copy-on-write test (``result.children``).
 
 A child's verdict is made on its own memory — private plus shared, its RSS, each reading given
-to the first iteration to end after it — not on its private memory alone: a forked worker that copies what
-it shares with this process (:mod:`.copying`) grows its private memory without growing, and a
-worker that leaks still shows as a leak, copying or not.
+to the first iteration to end after it — not on its private memory alone: a forked worker that
+copies what it shares with this process (:mod:`.copying`) grows its private memory without
+growing, and a worker that leaks still shows as a leak, copying or not.
 
 Cost: a daemon thread reads the known children on a budget and looks for new ones when a process
 has been created (see :mod:`.members`); a watch of a process without children pays one attribute

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .constants import HEAP_SHARE, MAX_POINTS, MIN_LEAK_GROWTH, MIN_POINTS, STABLE_HORIZON_S
-from .growth import LeakChoice, choose_leak, leak_test
+from .constants import MAX_POINTS, MIN_LEAK_GROWTH, MIN_POINTS, STABLE_HORIZON_S
+from .growth import LeakChoice, choose_leak, is_the_heap, leak_test
 from .stats import (
     Hinge,
     Trend,
@@ -67,7 +67,7 @@ class Evidence:
     leak: LeakChoice
     blocks: np.ndarray | None  # Python's allocator blocks after the warm-up (NaN where not read)
     # glibc malloc's bytes in use after the warm-up (NaN where not read); None when too few were
-    # read, or when they cannot be the process's heap (see growth.in_use_grows)
+    # read, or when they cannot be the process's heap (growth.is_the_heap)
     in_use: np.ndarray | None
     sec_per_iter: float | None  # mean duration of an iteration, when known
     room: float | None  # bytes still available, when known
@@ -104,8 +104,8 @@ def gather_evidence(window: Window, *, durations: np.ndarray | None, headroom: f
     blocks_post = _read_checkpoints(_after_warmup(blocks, post))
     in_use_post = _after_warmup(in_use, post)
     heap = _read_checkpoints(in_use_post)
-    if heap is not None and not np.nanmedian(heap) >= HEAP_SHARE * float(np.median(y)):
-        heap = None  # jemalloc or tcmalloc preloaded serve malloc: glibc's count stays flat
+    if heap is not None and not is_the_heap(heap, y):
+        heap = None
     tests = [leak_test(x, y, s, min_growth) for s in starts]
     return Evidence(
         window=window, fx=fx, overall=overall, level=float(np.median(by)), sigma=sigma,

@@ -44,8 +44,8 @@ def leak_test(x: np.ndarray, y: np.ndarray, onset: float, min_growth: float) -> 
     h1 = theil_sen(gx[:half], gy[:half])
     h2 = theil_sen(gx[half:], gy[half:])
     # A few big jumps (the allocator's high-water mark rising now and then) are not a leak:
-    # no single step between batches may carry SPREAD (40%) of the growth. A running median of 5 keeps
-    # level shifts and drops isolated spikes, which Theil–Sen already ignores.
+    # no single step between batches may carry SPREAD (40%) of the growth. A running median of
+    # 5 keeps level shifts and drops isolated spikes, which Theil–Sen already ignores.
     sm = running_median(gy, 5)
     total_rise = float(sm[-1] - sm[0])
     spread = total_rise > 0 and _no_step_carries_it(gx, np.diff(sm) / total_rise)
@@ -89,6 +89,12 @@ def _stepwise(x: np.ndarray, y: np.ndarray) -> bool:
     return effective_rises(running_median(by, 3)) < STEPWISE_SHARE * (by.size - 1)
 
 
+def is_the_heap(in_use: np.ndarray, rss: np.ndarray) -> bool:
+    """Can glibc malloc's bytes in use (read values only) be this process's heap? Not under
+    HEAP_SHARE of RSS: jemalloc or tcmalloc preloaded serve malloc, and glibc's count stays flat."""
+    return bool(np.nanmedian(in_use) >= HEAP_SHARE * float(np.median(rss)))
+
+
 def in_use_grows(x: np.ndarray, rss: np.ndarray, in_use: np.ndarray | None, blocks: np.ndarray | None,
                  onset: float, rss_slope: float) -> bool | None:
     """Did anything in use grow along with RSS since ``onset``?
@@ -112,7 +118,7 @@ def in_use_grows(x: np.ndarray, rss: np.ndarray, in_use: np.ndarray | None, bloc
     if read.sum() < 4:
         return None
     ux, uy = x[keep][read], u[read]
-    if np.median(uy) < HEAP_SHARE * float(np.median(rss[keep])):
+    if not is_the_heap(uy, rss[keep]):
         return None
     return trend(ux, uy).slope >= LIVE_SHARE * rss_slope
 
