@@ -271,8 +271,11 @@ def test_try_the_fix_runs_each_variant_as_long_as_the_first_run_and_shows_the_an
     # Run again runs the user's watch, not the last variant's.
     assert d.scheduler.spec.allocator is None and not d.scheduler.spec.env
     # Save report writes the comparison, and says where.
+    notes: list[str] = []
+    d.note.observe(lambda change: notes.append(change["new"]), "value")
     path = d.save_report(str(tmp_path / "cmp.html"))
     assert path is not None and path in d.note.value
+    assert "Saving the report to cmp.html" in notes[0]  # said at once: drawing it takes seconds
     page = (tmp_path / "cmp.html").read_text()
     assert f"Fix: {result.best}" in page and "leakwidget-compare-table" in page
 

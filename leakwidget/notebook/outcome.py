@@ -60,6 +60,8 @@ class Outcome:
             say("Nothing to save yet: run a watch first.")
             return None
         path = os.path.abspath(path or report_name(self.shown))
+        # Drawing a comparison's page takes seconds on a busy machine: say it is under way.
+        say(f"Saving the report to {os.path.basename(path)}…")
         try:
             self.shown.save_html(path)
         except OSError as exc:

@@ -89,7 +89,8 @@ def test_the_comparisons_answer_is_the_headline_above_an_aligned_table(open_note
     expect(save).to_be_enabled()
     save.click()
     note = cell.locator(".leakwidget-note")
-    expect(note).to_contain_text("Saved the report:")
+    # Drawing the page takes seconds beside CI's other workers (5 s were too few once).
+    expect(note).to_contain_text("Saved the report:", timeout=60_000)
     name = note.inner_text().split("Saved the report:")[1].strip()
     page = (nb.server.root_dir / name.rsplit("/", 1)[-1]).read_text()
     assert headline in page and "leakwidget-compare-table" in page

@@ -151,6 +151,12 @@ def _fitted_onset(fx: np.ndarray, fy: np.ndarray) -> float:
     return onset
 
 
+def growth_starts(x: np.ndarray, y: np.ndarray) -> list[float]:
+    """Candidate starts of the growth of any series read at ``x`` (see :func:`_starts`)."""
+    fx, fy = bucket(x, y, max(1, math.ceil(x.size / MAX_POINTS)))
+    return _starts(x, fx, fy, hinge_fit(fx, fy, "down"))
+
+
 def _starts(x: np.ndarray, fx: np.ndarray, fy: np.ndarray, down: Hinge | None) -> list[float]:
     """Candidate starts of the growth: the fitted onset, then the last two thirds and the last
     half of the run — memory freed earlier is often reused first, so a leak may show in RSS
