@@ -23,7 +23,6 @@ from .result import (
 )
 
 RETENTION_SHARE = 0.5  # malloc_trim returning at least this share of the growth -> "allocator"
-BUFFER_SHARE = 0.1  # native buffers Python objects own are named from this share of their growth
 
 
 @dataclass(frozen=True)
@@ -225,7 +224,7 @@ def _top_row(att: Attribution) -> TypeGrowth | None:
 def _in_buffers(att: Attribution) -> str:
     """How much of what Python objects hold lives in native buffers they own (array data,
     tensor buffers): Python's to answer for, though outside its heap."""
-    if att.buffer_slope is None or att.buffer_slope < BUFFER_SHARE * att.python_slope:
+    if not att.names_buffers:
         return ""
     much = (f"{att.buffer_slope / att.python_slope:.0%}" if att.growth_of == "plateau"
             else f"{format_bytes(att.buffer_slope)}/iteration")

@@ -126,6 +126,7 @@ class RefPath:
 # Where the Python share was read: the only estimate (blocks x an average block size) and the
 # two measured ones.
 FROM_BLOCKS, FROM_TRACEMALLOC, FROM_CENSUS = "allocated blocks", "tracemalloc", "object census"
+BUFFER_SHARE = 0.1  # native buffers Python objects own are named from this share of their growth
 
 
 @dataclass
@@ -155,6 +156,12 @@ class Attribution:
     finish_seconds: float = 0.0  # time spent at the end (final census, trim, snapshot diff)
     summary: str = ""
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def names_buffers(self) -> bool:
+        """Whether native buffers the Python objects own are a share of them worth naming (a
+        census's +0.016 B/iteration of them is noise, not a finding)."""
+        return self.buffer_slope is not None and self.buffer_slope >= BUFFER_SHARE * self.python_slope > 0
 
     def to_dict(self) -> dict:
         def num(v: float | None) -> float | None:
@@ -220,7 +227,7 @@ class Attribution:
                 [f"Python objects ({self.python_source or 'none'})",
                  format_bytes(self.python_slope, signed=True)],
                 *([["  of which native buffers they own", format_bytes(self.buffer_slope, signed=True)]]
-                  if self.buffer_slope else []),
+                  if self.names_buffers else []),
                 ["native (the rest)", format_bytes(self.native_slope, signed=True)],
             ],
         )]
