@@ -588,6 +588,33 @@ def test_closure_cells_class_and_instance_attributes_defaults_and_the_setup_stat
         lambda s: s["kept"].append(np.ones(8192)), setup=lambda: {"kept": []})
 
 
+_MADE: list = []
+
+
+def test_a_function_the_run_made_is_no_root_what_holds_it_is():
+    # A dataset made per iteration keeps the lambdas autograph made of the user's map function:
+    # a function made during the run was taken for a root ("kept alive by closure cell 'func'
+    # of __main__.outer_factory.<locals>…"), naming no one's code. What holds it is the root.
+    from leakwidget.engine.attribution.paths import Target, find_paths
+
+    def make():
+        def holder():
+            pass
+        return holder
+
+    made = make()
+    made.payload = [np.ones(64)]  # a list: tracked, so the dict holding it is too
+    _MADE.append(made)
+    try:
+        (path,), _ = find_paths([Target("list", [made.payload])], existed=lambda o: o is not made)
+        assert path.root.startswith(f"{__name__}._MADE"), path.text
+        # Made before the run, the same function is the root, as a step's closure is.
+        (path,), _ = find_paths([Target("list", [made.payload])], existed=lambda o: True)
+        assert path.root == f"{__name__}.{made.__qualname__}.payload", path.text
+    finally:
+        _MADE.clear()
+
+
 @pytest.mark.slow
 def test_the_path_names_what_holds_most_new_objects_not_the_newest_few():
     # The leak keeps a list per iteration in a module global; at the last iteration something

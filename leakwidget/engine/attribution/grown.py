@@ -14,6 +14,7 @@ from __future__ import annotations
 import collections
 import gc
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -209,6 +210,7 @@ class Specimens:
 
     targets: list[Target] = field(default_factory=list)
     holders: list = field(default_factory=list)
+    existed: Callable[[object], bool] | None = None  # alive at the first census
 
 
 def specimens(s: Survey, first: Census, rows: list[TypeGrowth], per_row: int) -> Specimens:
@@ -229,7 +231,8 @@ def specimens(s: Survey, first: Census, rows: list[TypeGrowth], per_row: int) ->
         if len(t.objects) > per_row:
             pick = np.linspace(0, len(t.objects) - 1, per_row).round().astype(int)
             t.objects[:] = [t.objects[i] for i in pick]
-    return Specimens([t for t in targets.values() if t.objects], _holders(s, first))
+    return Specimens([t for t in targets.values() if t.objects], _holders(s, first),
+                     lambda o: bool(first.had(np.array([id(o)], dtype=np.int64))[0]))
 
 
 def _tracked_specimens(s: Survey, first: Census, rows: list[TypeGrowth],

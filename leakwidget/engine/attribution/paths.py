@@ -16,7 +16,7 @@ import gc
 import sys
 import time
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from .pathwords import function_name, named, type_name, words
@@ -60,9 +60,11 @@ class _Search:
     """The state of one breadth-first climb: nodes, the child each was reached from, and the
     target each belongs to. Only :func:`find_paths` creates it, and drops it before returning."""
 
-    def __init__(self, targets: list[Target], holders: list) -> None:
+    def __init__(self, targets: list[Target], holders: list,
+                 existed: Callable[[object], bool] | None = None) -> None:
         self.targets = targets
         self.holders = holders  # untracked containers that may hold frontier objects
+        self.existed = existed  # whether an object was alive before the run (None: unknown)
         self.nodes: list = []
         self.child: list[int] = []  # the node this one refers to, on the way to a specimen
         self.specimen: list[int] = []  # the specimen each node was reached from
@@ -129,9 +131,11 @@ class _Search:
                 if root is not None:
                     found, skip = root
                     self.found[s] = (found, self.chain(c)[skip:])
-                elif isinstance(r, (types.FunctionType, type, types.ModuleType)):
+                elif (isinstance(r, (types.FunctionType, type, types.ModuleType))
+                      and not self._made_holding(r, c)):
                     # A function refers to its globals, a class to its bases, a module to its
-                    # namespace: none of them holds the user's objects but as a root does.
+                    # namespace: none of them holds the user's objects but as a root does, or
+                    # as a function the run made does through its state (climbed through).
                     continue
                 elif id(r) in self.index:
                     j = self.index[id(r)]
@@ -141,6 +145,15 @@ class _Search:
                     nxt.append(self._add(r, c, s))
         del referrers
         return nxt
+
+    def _made_holding(self, r: object, c: int) -> bool:
+        """Whether ``r`` is a function the run made that holds node ``c`` in its own state
+        (closure, defaults, attributes): no root, but a link to what holds it."""
+        if not isinstance(r, types.FunctionType) or self.existed is None or self.existed(r):
+            return False
+        child = self.nodes[c]
+        return any(child is part for part in (r.__closure__, r.__defaults__, r.__kwdefaults__,
+                                              getattr(r, "__dict__", None)))
 
     def _root(self, r: object, c: int) -> tuple[str, int] | None:
         """The words for ``r`` when it is a root holding node ``c``, and how many nodes of the
@@ -154,7 +167,11 @@ class _Search:
                 and any(v is child for v in gc.get_referents(r))):
             # the class's __dict__ holds the next node: a class attribute
             return named(f"{r.__module__}.{r.__qualname__}", child, below), 1
-        if isinstance(r, types.FunctionType):
+        if isinstance(r, types.FunctionType) and (self.existed is None or self.existed(r)):
+            # A function made during the run is no root: something holds it, as the run made
+            # it (a dataset made per iteration keeps the lambdas TensorFlow's autograph made of
+            # the user's map function, with a py_function's EagerFunc on each: "kept alive by
+            # closure cell 'func' of __main__.outer_factory.<locals>…" named no one's code).
             return self._function_root(r, c)
         return None
 
@@ -223,14 +240,16 @@ def _refers_to(r: object, by_id: dict[int, int]) -> list[int]:
         return []
 
 
-def find_paths(targets: list[Target], *, holders: list | None = None, deadline: float = DEADLINE,
+def find_paths(targets: list[Target], *, holders: list | None = None,
+               existed: Callable[[object], bool] | None = None, deadline: float = DEADLINE,
                max_depth: int = MAX_DEPTH) -> tuple[list[RefPath], str]:
     """One path per target that reaches a root within the bounds; and a note when the search
     stopped at a bound. ``holders``: untracked containers that may hold the objects met on the
-    way (gc.get_referrers sees only tracked referrers). The targets' objects are not kept."""
+    way (gc.get_referrers sees only tracked referrers); ``existed``: whether an object was alive
+    before the run (a function made during it is no root). The targets' objects are not kept."""
     t0 = time.thread_time()
     stop_at = t0 + deadline
-    search = _Search(targets, holders if holders is not None else [])
+    search = _Search(targets, holders if holders is not None else [], existed)
     try:
         frontier = list(range(len(search.nodes)))
         depth = 0

@@ -274,7 +274,7 @@ class Tracker:
             return ()
         found = self._census.specimens(rows, PATH_SPECIMENS)
         try:
-            paths, note = find_paths(found.targets, holders=found.holders)
+            paths, note = find_paths(found.targets, holders=found.holders, existed=found.existed)
         finally:
             del found
         if note:
