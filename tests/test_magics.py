@@ -47,6 +47,19 @@ def test_cell_magic_runs_the_body_repeatedly_after_the_setup_statement(ip, capsy
     assert "Leak:" in out
 
 
+def test_the_progress_line_is_shown_but_not_kept_in_ipythons_record_of_the_cells_output(ip, capsys):
+    # IPython 9 keeps every write a cell makes to sys.stdout (HistoryManager.outputs) for the
+    # kernel's life: the progress line, rewritten twice a second, would be memory of the tool's
+    # growing under the user's step. It is shown; what the user's code prints is still recorded.
+    run(ip, "%%leakwatch -t 1.5 --no-widget -o r print('the setup ran')\nsum(range(100))\n")
+    shown = capsys.readouterr().out
+    assert "[leakwatch] starting" in shown and " iterations, " in shown
+    recorded = "".join("".join(o.bundle.get("stream", ())) for outputs in
+                       ip.history_manager.outputs.values() for o in outputs)
+    assert "the setup ran" in recorded
+    assert "[leakwatch]" not in recorded
+
+
 def test_line_magic_repeats_a_statement(ip):
     ip.user_ns["counter"] = [0]
     res = run(ip, "%leakwatch -n 12 -q -o r counter[0] += 1")
