@@ -16,9 +16,9 @@ class ProgressLine(BaseObserver):
 
     IPython 9 keeps every write a cell makes to ``sys.stdout`` in its history's outputs
     (``HistoryManager.outputs``, for as long as the kernel lives) by patching the stream's
-    ``write`` while the cell runs: 200-250 B a line, 24-48 KiB over a ten-second watch, read as
-    the watched step's growth. The line is the tool's, so it is written with the stream's own
-    ``write``, past that record."""
+    ``write`` while the cell runs: 200-250 B a line (50 KiB per 200 lines, never given back),
+    read as the watched step's growth. The line is the tool's, so it is written with the stream's
+    own ``write``, past that record."""
 
     def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stdout
