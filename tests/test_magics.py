@@ -51,6 +51,7 @@ def test_the_progress_line_is_shown_but_not_kept_in_ipythons_record_of_the_cells
     # IPython 9 keeps every write a cell makes to sys.stdout (HistoryManager.outputs) for the
     # kernel's life: the progress line, rewritten twice a second, would be memory of the tool's
     # growing under the user's step. It is shown; what the user's code prints is still recorded.
+    ip.history_manager.outputs.clear()  # what earlier tests' cells printed in this shared shell
     run(ip, "%%leakwatch -t 1.5 --no-widget -o r print('the setup ran')\nsum(range(100))\n")
     shown = capsys.readouterr().out
     assert "[leakwatch] starting" in shown and " iterations, " in shown
