@@ -50,6 +50,9 @@ class ProgressLine(BaseObserver):
             self._write("\n")
 
     def _write(self, text: str) -> None:
-        own = getattr(type(self.stream), "write", None)  # a proxy without one: its write
-        own(self.stream, text) if own is not None else self.stream.write(text)
+        own = getattr(type(self.stream), "write", None)
+        if own is not None:
+            own(self.stream, text)
+        else:  # a proxy whose class has no write of its own
+            self.stream.write(text)
         self.stream.flush()
