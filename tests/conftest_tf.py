@@ -7,6 +7,7 @@ pytest conftest: loading it would import TensorFlow for every test session).
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 HERE = Path(__file__).parent
@@ -37,10 +38,10 @@ def patched_identities() -> dict[tuple[str, str], object]:
             for owner, name in tfdata.patched_attributes()}
 
 
-def busy(n: int = 60_000) -> int:
-    """A few milliseconds of CPU work: a step that takes time, as a training step does, keeps
-    the number of iterations per second (and so the memory a leak eats) small."""
-    total = 0
-    for i in range(n):
-        total += i * i
-    return total
+def pause(ms: float = 3.0) -> None:
+    """A step's few milliseconds: a step that takes time, as a training step does, keeps the
+    number of iterations per second (and so the memory a leak eats) small. Waited, not
+    computed: a training step mostly waits on its ops with the GIL released, and a step that
+    computed would keep a core busy for the whole watch (the bisections' fresh processes did,
+    half of their CPU time, on a machine the suite already keeps busy)."""
+    time.sleep(ms / 1000)

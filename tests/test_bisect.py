@@ -2,8 +2,8 @@
 
 The TensorFlow cases run real tf.data pipelines on the CPU over TFRecords written to a temporary
 folder; each configuration is a real watch that runs until its verdict is confident. Leaks are
-256 KiB per iteration and every step does a few ms of work, so verdicts come in seconds without
-eating much memory on a shared machine.
+256 KiB per iteration and every step waits a few ms (as a training step waits on its ops), so
+verdicts come in seconds without eating much memory or CPU on a shared machine.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from conftest_tf import busy, write_tfrecords  # noqa: E402
+from conftest_tf import pause, write_tfrecords  # noqa: E402
 
 import leakwidget  # noqa: E402
 from leakwidget import bisect  # noqa: E402
@@ -374,7 +374,7 @@ def user_pipeline(k: int, culprit: int):
         x = 0
         for f in fns:
             x = f(x)
-        busy()
+        pause()
 
     return step, setup
 
@@ -413,7 +413,7 @@ def _remember(key):
 
 def _next_and_work(it):
     next(it)
-    busy()
+    pause()
 
 
 def in_fresh_process(case: str, *args: str) -> None:
@@ -517,7 +517,7 @@ def _leak_in_the_step_body() -> None:
     def step(it):
         next(it)
         LEAK.append(np.ones(KIB256 // 8))
-        busy()
+        pause()
 
     result = bisect(step, setup, seconds_per_config=20)
     LEAK.clear()
@@ -643,7 +643,7 @@ def bounded_buffer_pipeline(k: int, culprit: int, cap: int = 160):
         x = 0
         for f in fns:
             x = f(x)
-        busy(20_000)
+        pause(1.0)
 
     return step, setup
 

@@ -515,7 +515,7 @@ def test_live_verdicts_leave_no_growth_in_a_tf_pipeline_with_long_lived_buffers(
 import json, sys
 sys.path.insert(0, "tests")
 import tensorflow as tf
-from conftest_tf import busy
+from conftest_tf import pause
 from leakwidget.engine.spec import WatchSpec
 from leakwidget.engine.watch import Watch
 
@@ -525,7 +525,7 @@ def setup():
 
 def step(it):
     next(it)
-    busy()
+    pause()
 
 growth = {}
 for live in (False, True):
