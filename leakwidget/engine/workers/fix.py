@@ -21,8 +21,9 @@ numbers of iterations.
    interrupted or stopped is shown as such, never named), the upper end of its interval lies
    below the lower end of glibc's, and its growth is at least :data:`MIN_DIFFERENCE` less and
    at most half of glibc's (:data:`MIN_SHARE`: a variant that keeps 1% of the growth away is
-   lower, but it is not what stops the growth). The best is the one that grew least among
-   those; the others are named as also better.
+   lower, but it is not what stops the growth). The best is the one whose growth is surely the
+   least: the lowest upper end of an interval (a point estimate below zero with a wide interval
+   is noise, not a better allocator); the others are named as also better.
 4. Otherwise no variant helps: the growth is not the allocator's.
 """
 
@@ -38,7 +39,7 @@ from ..result import WatchResult
 from ..units import format_bytes, format_range
 from ..verdict import MIN_POINTS, batches
 
-__all__ = ["MIN_DIFFERENCE", "Answer", "AnswerKind", "Growth", "VariantStatus", "decide", "growth_of",
+__all__ = ["MIN_DIFFERENCE", "Answer", "AnswerKind", "Growth", "VariantStatus", "decide", "growth_of", "ranked",
            "status_of"]
 
 MIN_DIFFERENCE = 1024 * 1024  # a variant must keep at least this much less over the run
@@ -151,11 +152,13 @@ def decide(named: Sequence[tuple[str, WatchResult]], baseline: int = 0) -> Answe
                        f"variant's interval lies below it by {format_bytes(MIN_DIFFERENCE)} and half "
                        "the growth.",
                        *why_not), horizon=horizon)
-    better.sort(key=lambda item: item[1].slope)
-    (best, bg), others = better[0], better[1:]
+    (best, bg), *others = ranked(better)
     why = [f"{best}'s 95% interval lies below {base_name}'s: {growth_text(bg, horizon)} against "
            f"{growth_text(g, horizon)}, {format_bytes((g.slope - bg.slope) * horizon)} less over "
            f"{horizon:,} iterations."]
+    if any(o.slope < bg.slope for _n, o in others):
+        why.append(f"{best} is named first because its growth is surely the least (the lowest upper "
+                   "end of an interval); a lower estimate with a wider interval is not shown to be lower.")
     if bg.over(horizon)[1] > 0:
         why.append(f"{best} still grows: what is left is not the allocator's to keep.")
     why += [f"{n} grew less than {base_name} too: {growth_text(o, horizon)}." for n, o in others]
@@ -172,6 +175,12 @@ def _flat(name: str, result: WatchResult, g: Growth, horizon: int) -> str:
                 "iterations, an interval that reaches zero.")
     return (f"{name} grew only {growth_text(g, horizon)} over {horizon:,} iterations, less than "
             f"{format_bytes(MIN_DIFFERENCE)}.")
+
+
+def ranked(better: Sequence[tuple[str, Growth]]) -> list[tuple[str, Growth]]:
+    """The variants that qualify, surest first: by the upper end of their interval (the most
+    each can be said to grow), then by their estimate."""
+    return sorted(better, key=lambda item: (item[1].high, item[1].slope))
 
 
 def _better(named: Sequence[tuple[str, WatchResult]], baseline: int, g: Growth,
