@@ -196,6 +196,9 @@ def _better(named: Sequence[tuple[str, WatchResult]], baseline: int, g: Growth,
         v = growth_of(result)
         if v is None:
             why_not.append(f"{name} ran too few iterations to measure ({result.iteration_count:,}).")
+        elif v.low > g.high:
+            why_not.append(f"{name}: {growth_text(v, horizon)}, an interval above {named[baseline][0]}'s: "
+                           "it grew more.")
         elif v.high >= g.low:
             why_not.append(f"{name}: {growth_text(v, horizon)}, an interval that overlaps {named[baseline][0]}'s.")
         elif (g.slope - v.slope) * horizon < MIN_DIFFERENCE:
