@@ -234,13 +234,15 @@ def test_a_keras_pydataset_over_a_list_with_four_multiprocessing_workers_is_call
     DATA = dataset(as_array=False)
 
     class Images(keras.utils.PyDataset):
-        """Batches of 32 items of the list, "decoded" (80 ms) by Keras's forked workers."""
+        """Batches of 32 items of the list, "decoded" (120 ms) by Keras's forked workers."""
 
         def __len__(self) -> int:
             return ITEMS // 32
 
         def __getitem__(self, i: int):
-            time.sleep(0.08)  # 6 s of reading in all: a dozen readings of each worker and more
+            # 9 s of reading in all: a dozen readings of each worker and more beside CI's load
+            # (with 6 s, run 36 read each of four forks of an 890 MiB worker only 10-11 times).
+            time.sleep(0.12)
             x = np.stack([np.frombuffer(DATA[j], np.uint8)[:16] for j in range(i * 32, i * 32 + 32)])
             return x.astype("float32"), np.zeros((32, 1), "float32")
 
