@@ -222,6 +222,37 @@ def test_a_reading_that_cost_much_never_leaves_the_next_one_later_than_its_cap()
     assert CostShare(0.1, 0.05).interval() == 0.05 and STALEST <= 0.25
 
 
+def test_a_young_fork_is_read_at_the_young_share_until_the_copy_test_has_its_readings() -> None:
+    # Four forks of a process holding 256 MiB: a round of readings costs milliseconds of CPU (the
+    # kernel walks each one's page tables). Until each has been read MIN_READINGS times the next
+    # round is due after cost / YOUNG_SHARE, then after cost / READ_SHARE: a worker copies in its
+    # first seconds, and at a tenth of a core a busy machine left four forks with 10-11 readings.
+    from leakwidget.engine.copying import MIN_READINGS
+    from leakwidget.engine.members import READ_SHARE, YOUNG_SHARE, Members
+
+    ctx = mp.get_context("fork")
+    big = np.ones(256 * MIB // 8)  # resident before the forks: each one maps it
+    for _ in range(4):
+        parent_end, child_end = ctx.Pipe()
+        p = ctx.Process(target=serve, args=(child_end, False), daemon=True)
+        p.start()
+        STARTED.append((p, parent_end))
+        parent_end.send(8)
+        parent_end.recv()
+    members = Members(psutil.Process().pid, count_root=False, root_watched=True, fastest=0.0)
+    shares = []
+    for _ in range(MIN_READINGS + 3):
+        assert members.poll(at_once=True) is not None
+        due, cost = members.next_due(), members._reading.cost
+        assert cost > 1e-3, f"a round cost {cost * 1e3:.2f} ms: too cheap to tell the two shares apart"
+        assert len(members.members) == 4 and all(m.forked for m in members.members.values())
+        # next_due was set just before, from this cost: due <= cost / share, and barely less.
+        shares.append(next(s for s in (YOUNG_SHARE, READ_SHARE) if cost / s * 0.8 - 2e-3 <= due <= cost / s))
+    assert min(m.private.total for m in members.members.values()) == MIN_READINGS + 3
+    assert shares == [YOUNG_SHARE] * (MIN_READINGS - 1) + [READ_SHARE] * 4, shares
+    del big
+
+
 def test_a_reading_taken_before_the_first_iteration_starts_the_line_but_is_no_iterations_value() -> None:
     # The watch reads its children as it settles, before iteration 0: a spawn worker may still
     # be starting then (10 MiB, 30 once ready). Its next reading came 3 s in under load; those

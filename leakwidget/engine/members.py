@@ -9,7 +9,8 @@ copy-on-write test are made from, and the latest round for a live view.
 Costs, kept small whatever the tree (``rollup`` has the measurements):
 
 - reading: every ``READ_INTERVAL`` at most, slower as the round gets dearer, so that it takes at
-  most ``READ_SHARE`` of one core;
+  most ``READ_SHARE`` of one core (``YOUNG_SHARE`` until each forked worker has been read as
+  often as the copy-on-write test needs);
 - looking for new processes (a walk down the tree through ``/proc/PID/task/TID/children``,
   psutil's scan of every process where the kernel has no such lists, ~1–6 ms): only when
   a process was created somewhere since the last look (the last pid the kernel handed out, in
@@ -25,6 +26,7 @@ import os
 import time
 from dataclasses import dataclass
 
+from .copying import MIN_READINGS
 from .rollup import CostShare, Rollup, minor_faults, read_rollup
 from .sampler import Series
 
@@ -32,6 +34,10 @@ READ_INTERVAL = 0.1  # seconds between readings of the known processes, at least
 # Of one core, at most, spent reading them: on a loaded machine a round of five ~65 MiB processes
 # costs 5-20 ms of CPU, and a worker must be read a dozen times while it copies.
 READ_SHARE = 0.1
+# ... and while a forked worker has been read fewer times than the copy-on-write test needs: the
+# copying happens in its first seconds, and at a tenth of a core four forks of an 890 MiB process
+# were read 10-11 times in 9 s beside a busy machine, "run longer" where the answer was due.
+YOUNG_SHARE = 0.3
 FIND_INTERVAL = 0.1  # seconds between looks for new processes, at least
 FIND_SHARE = 0.01  # of one core, at most, spent looking
 MAX_MEMBERS = 64  # descendants given their own series (the rest count in the total only)
@@ -126,7 +132,8 @@ class Members:
         self._reading.begin()
         readings = self._read(now)
         self._reading.end()
-        self._read_at = time.perf_counter() + self._reading.interval()
+        young = any(m.forked and m.private.total < MIN_READINGS for m in self.members.values())
+        self._read_at = time.perf_counter() + self._reading.interval(YOUNG_SHARE if young else None)
         self.latest = ChildrenReading(now - t0, tuple(
             MemberMemory(m.pid, m.number, r.private, r.shared, m.forked)
             for pid, r in readings.items() if (m := self.members.get(pid)) is not None))

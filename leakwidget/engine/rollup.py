@@ -95,6 +95,6 @@ class CostShare:
         weight = max(0.25, 1.0 / self.readings)  # the first reading counts whole
         self.cost += weight * (spent - self.cost)
 
-    def interval(self) -> float:
-        """Seconds until the next reading is due."""
-        return min(max(self.fastest, self.cost / self.share), self.slowest)
+    def interval(self, share: float | None = None) -> float:
+        """Seconds until the next reading is due (``share``: another share for this one)."""
+        return min(max(self.fastest, self.cost / (share or self.share)), self.slowest)
