@@ -87,6 +87,9 @@ def test_a_leaking_child_gets_its_own_leak_verdict_and_counts_in_the_total(isola
                               observers=[live])
     workers = [c for c in result.children if "multiprocessing.spawn" in c.cmdline]
     assert len(workers) == 2, [(c.pid, c.cmdline) for c in result.children]
+    # Spawned: forked and exec'd at once, sharing none of their parent's memory: no copy-on-write
+    # test (a fork's), and not named as forked workers.
+    assert all(c.copying is None for c in workers), [str(c) for c in workers]
     kinds = sorted(c.verdict.kind for c in workers)
     leaking = [c for c in workers if c.verdict.kind == "leak"]
     # Exactly one leak: the other worker is stable, or under load inconclusive (which sorts first).
@@ -144,6 +147,8 @@ def test_a_child_found_between_its_fork_and_its_exec_is_named_by_the_program_it_
                                   widget=False)
         child = next(c for c in result.children if c.pid == pid)
         assert marker in child.cmdline, child.cmdline
+        # Found as a fork of this process; exec'd since, it is one no more: no copy-on-write test.
+        assert child.copying is None, str(child)
     finally:
         if pid:
             os.kill(pid, signal.SIGKILL)
@@ -242,14 +247,21 @@ def test_a_young_fork_is_read_at_the_young_share_until_the_copy_test_has_its_rea
     members = Members(psutil.Process().pid, count_root=False, root_watched=True, fastest=0.0)
     shares = []
     for _ in range(MIN_READINGS + 3):
+        before = time.perf_counter()
         assert members.poll(at_once=True) is not None
-        due, cost = members.next_due(), members._reading.cost
+        after = time.perf_counter()
+        cost = members._reading.cost
         assert cost > 1e-3, f"a round cost {cost * 1e3:.2f} ms: too cheap to tell the two shares apart"
         assert len(members.members) == 4 and all(m.forked for m in members.members.values())
-        # next_due was set just before, from this cost: due <= cost / share, and barely less.
-        shares.append(next(s for s in (YOUNG_SHARE, READ_SHARE) if cost / s * 0.8 - 2e-3 <= due <= cost / s))
+        # The next round was set due at some moment between before and after, cost / share later.
+        due = members._read_at
+        shares.append([s for s in (YOUNG_SHARE, READ_SHARE) if due - after <= cost / s <= due - before])
     assert min(m.private.total for m in members.members.values()) == MIN_READINGS + 3
-    assert shares == [YOUNG_SHARE] * (MIN_READINGS - 1) + [READ_SHARE] * 4, shares
+    # Each round's share is among those its window allows; a round slowed by a busy machine can
+    # allow both (its window is the poll's wall time), so most must tell.
+    young, grown = shares[:MIN_READINGS - 1], shares[MIN_READINGS - 1:]
+    assert all(YOUNG_SHARE in r for r in young) and all(READ_SHARE in r for r in grown), shares
+    assert sum(r == [YOUNG_SHARE] for r in young) >= 6 and sum(r == [READ_SHARE] for r in grown) >= 2, shares
     del big
 
 

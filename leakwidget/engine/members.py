@@ -47,7 +47,8 @@ SERIES_CAPACITY = 1024  # readings kept per series (then merged pairwise: see sa
 class Member:
     """One descendant: its series of private and shared memory (seconds: ``perf_counter``)."""
 
-    def __init__(self, pid: int, cmdline: str, number: int, forked: bool, proc=None) -> None:
+    def __init__(self, pid: int, cmdline: str, number: int, forked: bool, proc=None,
+                 parent_image: tuple[int, ...] | None = None) -> None:
         self.pid = pid
         self.cmdline = cmdline
         self._proc = proc  # its psutil.Process, to read its command line again
@@ -57,13 +58,20 @@ class Member:
         # Its parent is a process of the watched tree: it started out sharing that process's
         # memory (a fork), and what it copies of it is the tree's growth.
         self.forked = forked
+        self._parent_image = parent_image  # its parent's layout (``image``) when it was found
         self.private = Series(SERIES_CAPACITY)
         self.shared = Series(SERIES_CAPACITY)
         self.faults = Series(SERIES_CAPACITY)  # minor page faults taken so far
 
     def rename(self) -> None:
         """Read its command line again while it runs: the one read when it was found may be
-        from between its fork and its exec (a ``spawn`` worker, a subprocess), its parent's."""
+        from between its fork and its exec (a ``spawn`` worker, a subprocess), its parent's; and
+        one that has exec'd since is no longer a fork (``forked``): it shares none of its
+        parent's memory."""
+        if self.forked and self._parent_image is not None:
+            now = image(self.pid)
+            if now is not None and now != self._parent_image:
+                self.forked = False
         try:
             if self._proc is not None and self._proc.is_running():
                 self.cmdline = " ".join(self._proc.cmdline()) or self.cmdline
@@ -186,11 +194,15 @@ class Members:
         except ps.Error:
             cmd = "?"
         try:
-            forked = proc.ppid() in tree
+            parent = proc.ppid()
         except ps.Error:
-            forked = False
+            parent = None
+        # A fork of a process of the tree, not exec'd since: it lays its memory out as its
+        # parent did (a spawn worker, a subprocess: anew).
+        parent_image = image(parent) if parent in tree else None
+        forked = parent_image is not None and image(proc.pid) == parent_image
         number = 1 + sum(m.forked == forked for m in self.members.values())
-        return Member(proc.pid, cmd, number, forked, proc)
+        return Member(proc.pid, cmd, number, forked, proc, parent_image)
 
     def _read(self, now: float) -> dict[int, Rollup]:
         out = {}
@@ -215,6 +227,20 @@ class Members:
                 member.shared.append(now, reading.shared)
                 member.faults.append(now, minor_faults(p.pid) or 0)
         return out
+
+
+def image(pid: int) -> tuple[int, ...] | None:
+    """Where ``pid``'s stack, data, heap, arguments and environment begin and end
+    (``/proc/PID/stat``: startstack, start_data ... env_end; ~10 µs), or None where unreadable
+    (ended; another user's, whose fields read 0). A fork keeps its parent's to the byte; an exec
+    lays them out anew: randomised, and, for other arguments, elsewhere even without ASLR."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        out = (int(fields[25]), *map(int, fields[42:49]))  # fields 28 and 45-51 of proc(5)
+    except (OSError, IndexError, ValueError):
+        return None
+    return out if any(out) else None
 
 
 def tree_pids(root: int) -> list[int] | None:
