@@ -55,8 +55,9 @@ class Member:
         # 1, 2, ...: the order it was found in among the forked ones ("worker 3"), or among the
         # others (under ``run``, the program itself is not one of its workers).
         self.number = number
-        # Its parent is a process of the watched tree: it started out sharing that process's
-        # memory (a fork), and what it copies of it is the tree's growth.
+        # Its parent is a process of the watched tree and it has not exec'd since (``image``):
+        # it started out sharing that process's memory (a fork), and what it copies of it is
+        # the tree's growth.
         self.forked = forked
         self._parent_image = parent_image  # its parent's layout (``image``) when it was found
         self.private = Series(SERIES_CAPACITY)
@@ -140,7 +141,9 @@ class Members:
         self._reading.begin()
         readings = self._read(now)
         self._reading.end()
-        young = any(m.forked and m.private.total < MIN_READINGS for m in self.members.values())
+        # (Those read now only: a worker that ended young must not keep the share up.)
+        young = any(m.forked and m.private.total < MIN_READINGS
+                    for pid in readings if (m := self.members.get(pid)) is not None)
         self._read_at = time.perf_counter() + self._reading.interval(YOUNG_SHARE if young else None)
         self.latest = ChildrenReading(now - t0, tuple(
             MemberMemory(m.pid, m.number, r.private, r.shared, m.forked)
