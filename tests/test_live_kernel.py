@@ -318,7 +318,7 @@ QUIET_CHECK = (
     # the median of the first and of the last ten readings after the warm-up.
     "for _c in ('blocks', 'malloc_in_use'):\n"
     "    _v = _quiet.column(_c)[_k:]; _v = _v[_v >= 0]\n"
-    "    print(_c, _v.size, int(__import__('numpy').median(_v[-10:]) - __import__('numpy').median(_v[:10])))"
+    "    print(_c, _v.size, int(__import__('numpy').median(_v[-10:]) - __import__('numpy').median(_v[:10])) if _v.size else 0)"
 )
 
 
@@ -388,8 +388,8 @@ def soak(front: FrontEnd, seconds: float, most: int) -> None:
     # in 100 s a steady trickle of about 1 B/iteration (60 KiB), "too little to call a leak"
     # (once numpy's cache of small freed buffers filling with the redraws' masks, fixed since);
     # locally 8-52 KiB, "stable". Not explained yet: tracemalloc from 20 s to 95 s of a run finds
-    # Python's heap flat (-15 KB), while Python's blocks and malloc's bytes in use rise early in
-    # the run (+2,310 blocks, +130 KB, first ten readings to last ten). So the verdict may say a
+    # Python's heap flat (-15 KB), while Python's blocks and malloc's bytes in use rose between
+    # the run's first and last ten checkpoints (+2,310 blocks, +130 KB). So the verdict may say a
     # creep of that size is too little to call a leak (its own words for it), never leak, plateau
     # or another doubt, and the 100 s run's growth is held to a quarter of the old bar.
     assert int(grown) < most, f"the run measured {int(grown) / 1024:.0f} KiB of growth"
