@@ -120,6 +120,7 @@ class Members:
         self.latest: ChildrenReading | None = None
         self.rounds = 0
         self._reading = CostShare(READ_SHARE, fastest, slowest)
+        self.share = READ_SHARE  # of a core, what the readings take now (YOUNG_SHARE: see poll)
         self._finding = CostShare(FIND_SHARE, FIND_INTERVAL)
         self._read_at = self._find_at = 0.0
         self._last_pid: bytes | None = None
@@ -144,7 +145,8 @@ class Members:
         # (Those read now only: a worker that ended young must not keep the share up.)
         young = any(m.forked and m.private.total < MIN_READINGS
                     for pid in readings if (m := self.members.get(pid)) is not None)
-        self._read_at = time.perf_counter() + self._reading.interval(YOUNG_SHARE if young else None)
+        self.share = YOUNG_SHARE if young else READ_SHARE
+        self._read_at = time.perf_counter() + self._reading.interval(self.share)
         self.latest = ChildrenReading(now - t0, tuple(
             MemberMemory(m.pid, m.number, r.private, r.shared, m.forked)
             for pid, r in readings.items() if (m := self.members.get(pid)) is not None))
