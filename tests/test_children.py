@@ -59,6 +59,18 @@ def start_workers() -> list:
     return procs
 
 
+def fork_server():
+    """A forked ``serve`` worker that does not keep what it is sent, answered once (ready):
+    its process and its end of the pipe (send None to end it)."""
+    parent_end, child_end = mp.get_context("fork").Pipe()
+    p = mp.get_context("fork").Process(target=serve, args=(child_end, False), daemon=True)
+    p.start()
+    STARTED.append((p, parent_end))
+    parent_end.send(8)
+    parent_end.recv()
+    return p, parent_end
+
+
 def feed(procs) -> None:
     for _p, conn in procs:
         conn.send(KIB256)
@@ -196,14 +208,8 @@ def test_a_process_without_children_reports_none() -> None:
 def test_a_forked_childs_shared_pages_are_counted_once() -> None:
     # A fork shares every page of this process until it writes: its USS is near zero, so the
     # tree's total is this process's RSS plus almost nothing (PSS or RSS would add a copy).
-    ctx = mp.get_context("fork")
     big = np.ones(64 * 1024 * 1024 // 8)  # 64 MiB, resident before the fork
-    parent_end, child_end = ctx.Pipe()
-    p = ctx.Process(target=serve, args=(child_end, False), daemon=True)
-    p.start()
-    STARTED.append((p, parent_end))
-    parent_end.send(8)
-    parent_end.recv()
+    p, _conn = fork_server()
     tree = WithChildren(THIS_PROCESS)
     try:
         shared = psutil.Process(p.pid).memory_info().rss
@@ -240,19 +246,8 @@ def test_a_young_fork_is_read_at_the_young_share_until_the_copy_test_has_its_rea
     from leakwidget.engine.copying import MIN_READINGS
     from leakwidget.engine.members import READ_SHARE, YOUNG_SHARE, Members
 
-    ctx = mp.get_context("fork")
     big = np.ones(256 * MIB // 8)  # resident before the forks: each one maps it
-
-    def fork():
-        parent_end, child_end = ctx.Pipe()
-        p = ctx.Process(target=serve, args=(child_end, False), daemon=True)
-        p.start()
-        STARTED.append((p, parent_end))
-        parent_end.send(8)
-        parent_end.recv()
-        return p, parent_end
-
-    forks = {fork()[0].pid for _ in range(4)}
+    forks = {fork_server()[0].pid for _ in range(4)}
     members = Members(psutil.Process().pid, count_root=False, root_watched=True, fastest=0.0)
 
     def next_round() -> float:
@@ -271,7 +266,7 @@ def test_a_young_fork_is_read_at_the_young_share_until_the_copy_test_has_its_rea
     assert min(members.members[pid].private.total for pid in forks) == MIN_READINGS + 3
     assert shares == [YOUNG_SHARE] * (MIN_READINGS - 1) + [READ_SHARE] * 4, shares
     # A new fork raises the share again; once it has ended, young, it no longer does.
-    p, conn = fork()
+    p, conn = fork_server()
     assert next_round() == YOUNG_SHARE and members.members[p.pid].forked
     conn.send(None)
     p.join()
