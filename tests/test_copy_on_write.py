@@ -12,6 +12,7 @@ what it allocates is a leak in that worker, whatever the others copy.
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import time
 
 import numpy as np
@@ -25,6 +26,7 @@ ITEMS = 10_240  # 40 MiB in all
 PER_ITERATION = 8  # items each worker reads per iteration
 WORK_SECONDS = 0.025  # what decoding the items would take (and a run of ~10 s: a dozen readings of each worker even on a busy machine, where one round of readings can take half a second of its CPU share)
 DATA: list[bytes] | np.ndarray | None = None  # the dataset the forked workers inherit
+MAPPED: np.ndarray | None = None  # a file mapped by the parent: what a worker reads of it beside DATA
 STARTED: list = []  # [process, connection, first item, items read, bytes read], ended after each test
 
 
@@ -37,6 +39,8 @@ def serve(conn, leak: int) -> None:
         if job is None:
             return
         read = sum(len(DATA[i]) for i in range(*job))
+        if MAPPED is not None:  # the same items' rows of the mapped file (every byte is 1)
+            read += int(np.count_nonzero(MAPPED[job[0]:job[1]]))
         if leak:
             kept.append(np.ones(leak // 8))
         time.sleep(WORK_SECONDS)
@@ -64,10 +68,10 @@ def step(_=None) -> None:
 
 @pytest.fixture(autouse=True)
 def end_workers():
-    global DATA
+    global DATA, MAPPED
     yield
     end_pipe_workers(STARTED)
-    DATA = None
+    DATA = MAPPED = None
 
 
 def dataset(as_array: bool) -> list[bytes] | np.ndarray:
@@ -179,6 +183,34 @@ def test_a_worker_that_leaks_is_a_leak_in_that_worker_beside_one_that_copies() -
     text = str(result)
     assert f"Child process pid {leaker.pid}" in text and "leak of" in text
     assert "something else leaks too" in text
+
+
+def test_workers_that_page_in_a_mapped_file_as_they_copy_are_still_called_copy_on_write(tmp_path) -> None:
+    """A fork is not handed its parent's file mappings' pages (Linux copies no page tables for
+    them at fork): as it reads a mapped file (a memory-mapped dataset, a library's code) its
+    shared memory rises by the pages it faults in. Here each worker pages in four times what it
+    copies: its shared total rises while it copies; the written pages it shares fall."""
+    global DATA, MAPPED
+    ROW = 4 * 4096  # bytes of the mapped file per item of the list
+    DATA = dataset(as_array=False)
+    with open(tmp_path / "rows.bin", "wb") as f:  # written back: clean pages, as a dataset's are
+        f.write(b"\1" * (ITEMS * ROW))
+        f.flush()
+        os.fsync(f.fileno())
+    MAPPED = np.memmap(tmp_path / "rows.bin", np.uint8, "r", shape=(ITEMS, ROW))
+    assert np.count_nonzero(MAPPED) == MAPPED.size  # all of it resident in this process
+    result, read, children = watch_readers(2)
+    for w in STARTED:
+        child = children[w[0].pid]
+        mapped, items = w[3] * ROW, w[4] - w[3] * ROW  # the rows it paged in; the items it read
+        shared = child.shared[:, 1]
+        # Its shared total rose (by what it paged in less what it copied) ...
+        assert np.median(shared[-3:]) - shared[0] > mapped / 4, str(child)
+        # ... and still it is found copying about the items it read of the list.
+        copy = child.copying
+        assert copy is not None and copy.copying, str(child)
+        assert copy.shared_fall >= items / 1.5, (items, str(child))
+    assert result.copying and len(result.copy_on_write.workers) == 2, str(result)
 
 
 FORKING_PROGRAM = """

@@ -41,3 +41,26 @@ def test_copies_that_are_less_than_half_of_a_leaking_trees_growth_are_not_its_st
     found = copy_on_write([worker], growth=30 * MiB, leaking=True)
     assert not found.explains and "something else leaks too" in str(found)
     assert copy_on_write([worker], growth=30 * MiB, leaking=False).explains  # no leak to explain
+
+
+def test_every_forked_worker_alive_at_once_bounds_the_copies_and_those_not_shown_copying_are_named() -> None:
+    def worker(number: int, copying: bool, span: tuple[float, float], **more) -> WorkerCopy:
+        fields = dict(readings=20, private_growth=9 * MiB, shared_fall=9 * MiB if copying else 0.5 * MiB,
+                      fall_low=5 * MiB, fall_high=10 * MiB, bound=300 * MiB)
+        return WorkerCopy(pid=100 + number, number=number, span=span, copying=copying, **{**fields, **more})
+
+    # Four workers read at once; two were shown copying, one copied too little to tell, one
+    # was read too few times (workers 1 and 2 of a Keras run read as they started, in CI).
+    workers = [worker(1, False, (0.5, 9.0)), worker(2, False, (0.5, 9.0), readings=7,
+                                                    missing="only 7 readings of its memory"),
+               worker(3, True, (1.0, 9.0)), worker(4, True, (1.0, 9.5)),
+               worker(5, False, (9.6, 10.0))]  # a fifth, started after the others had ended
+    found = copy_on_write(workers, growth=20 * MiB, leaking=False)
+    assert [w.number for w in found.workers] == [3, 4]
+    assert found.at_once == 4 and "with 4 workers that is up to 4\u00d7 the dataset" in found.summary
+    assert found.headline.startswith("Copy-on-write: 2 workers copy")
+    others = [d for d in found.details if d.startswith("Not shown copying: ")]
+    assert len(others) == 1, found.details
+    assert "worker 1 (pid 101, 20 readings: private +9.0 MiB, shared \u2212512 KiB)" in others[0]
+    assert "worker 2 (pid 102, only 7 readings of its memory)" in others[0]
+    assert "worker 5 (pid 105" in others[0] and "worker 3" not in others[0]

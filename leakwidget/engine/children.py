@@ -189,6 +189,7 @@ def child_results(members: Iterable[Member], log: RecordLog, t0: float) -> list[
             continue
         m.rename()
         _ts, shared = m.shared.arrays()
+        _tw, written = m.shared_dirty.arrays()
         _tf, faults = m.faults.arrays()
         at = np.searchsorted(t, end, side="right") - 1  # the reading before each end
         gap = 2 * max(float(np.median(np.diff(t))), 0.05) if t.size > 1 else 0.2
@@ -203,7 +204,7 @@ def child_results(members: Iterable[Member], log: RecordLog, t0: float) -> list[
         verdict = decide(i, own) if i.size else Verdict(
             "inconclusive", summary="No iteration ended while it ran.")
         rel = t - t0
-        copying = worker_copy(m.pid, m.number, rel, private, shared, faults) if m.forked else None
+        copying = worker_copy(m.pid, m.number, rel, private, written, faults) if m.forked else None
         out.append(ChildResult(
             m.pid, m.cmdline, verdict,
             np.column_stack([rel, private.astype(float)]),

@@ -8,7 +8,11 @@ it reads. Its RSS hardly moves (the pages were already counted as resident), whi
 machine's memory fills once per worker. It is bounded — a worker can copy at most what it
 shares — so it is a plateau per worker, not a leak; but it is real memory, N times over.
 
-How it is decided, for each forked worker (its private and shared memory, :mod:`.members`):
+How it is decided, for each forked worker (its private and shared memory, :mod:`.members`;
+"shared" here is the written pages it shares, ``Shared_Dirty``: what copy on write moves to
+private. Its shared total also holds the clean pages of the libraries it maps, which Linux
+does not hand a fork at fork time: the child faults them in as it runs code, and a worker read
+early rose by megabytes that way, hiding what it copied):
 
 1. **Enough readings**: at least ``MIN_READINGS``; otherwise what is missing is said.
 2. **Its shared memory fell**: its first ``k`` readings against its last ``k`` (``k`` =
@@ -109,7 +113,8 @@ def shift_interval(before: np.ndarray, after: np.ndarray, z: float = Z99) -> tup
 def worker_copy(pid: int, number: int, t: np.ndarray, private: np.ndarray, shared: np.ndarray,
                 faults: np.ndarray | None = None) -> WorkerCopy:
     """The copy-on-write test on one forked worker's readings (see the module's docstring);
-    ``faults``: its minor page faults so far at each reading (None, or all 0: not known)."""
+    ``shared``: the written pages it shares (``Rollup.shared_dirty``); ``faults``: its minor
+    page faults so far at each reading (None, or all 0: not known)."""
     n = int(t.size)
     found = WorkerCopy(pid, number, readings=n)
     if n == 0:
@@ -143,7 +148,7 @@ class CopyOnWrite:
     """Forked workers copying their parent's memory as they read it: the tree's finding."""
 
     workers: list[WorkerCopy]  # those copying, the biggest copy first
-    at_once: int  # the most of them alive at the same time
+    at_once: int  # the most forked workers read at the same time (copying or not)
     copied: float  # bytes: their shared memory's falls, summed
     growth: float  # bytes the tree grew over the run (workers' arrival not counted: tree_growth)
     explains: bool = True  # the copies are the story of the growth (see ``EXPLAINS``)
@@ -186,7 +191,9 @@ def copy_on_write(workers: Sequence[WorkerCopy], growth: float, leaking: bool) -
     if not copying:
         return None
     copied = float(sum(w.shared_fall for w in copying))
-    found = CopyOnWrite(copying, _at_once(copying), copied, growth,
+    # Each forked worker alive at once can copy what it shares, whether or not its readings
+    # showed it copying yet: all of them bound the "up to N times".
+    found = CopyOnWrite(copying, _at_once([w for w in workers if w.readings]), copied, growth,
                         explains=not leaking or copied >= EXPLAINS * growth)
     top = copying[0]
     found.details.append(
@@ -198,6 +205,13 @@ def copy_on_write(workers: Sequence[WorkerCopy], growth: float, leaking: bool) -
         f"\u2212{format_bytes(w.shared_fall)} (99%: {format_bytes(w.fall_low)}\u2013"
         f"{format_bytes(w.fall_high)}, first against last readings, {w.readings} readings)."
         for w in copying[:8])
+    others = [w for w in workers if not w.copying]
+    if others:
+        found.details.append("Not shown copying: " + "; ".join(
+            f"worker {w.number} (pid {w.pid}, {w.missing})" if w.missing else
+            f"worker {w.number} (pid {w.pid}, {w.readings} readings: private "
+            f"{format_bytes(w.private_growth, signed=True)}, shared {format_bytes(-w.shared_fall, signed=True)})"
+            for w in others[:8]) + ".")
     if not found.explains:
         found.details.append(f"The copies ({format_bytes(copied)}) are less than half of the "
                              f"growth ({format_bytes(growth)}, workers' start-up not counted): "

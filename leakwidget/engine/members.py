@@ -62,6 +62,7 @@ class Member:
         self._parent_image = parent_image  # its parent's layout (``image``) when it was found
         self.private = Series(SERIES_CAPACITY)
         self.shared = Series(SERIES_CAPACITY)
+        self.shared_dirty = Series(SERIES_CAPACITY)  # the written part of ``shared`` (Rollup)
         self.faults = Series(SERIES_CAPACITY)  # minor page faults taken so far
 
     def rename(self) -> None:
@@ -222,7 +223,7 @@ class Members:
                     continue  # ended since the look
                 except self._psutil.Error:
                     continue
-                reading = Rollup(rss, rss, rss, 0)
+                reading = Rollup(rss, rss, rss, 0, 0)
             if not reading.rss and p is not self.root:
                 continue  # a zombie: its memory is gone
             out[p.pid] = reading
@@ -230,6 +231,7 @@ class Members:
             if member is not None:
                 member.private.append(now, reading.private)
                 member.shared.append(now, reading.shared)
+                member.shared_dirty.append(now, reading.shared_dirty)
                 member.faults.append(now, minor_faults(p.pid) or 0)
         return out
 

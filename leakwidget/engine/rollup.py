@@ -23,9 +23,9 @@ import math
 import time
 from typing import NamedTuple
 
-# The fields summed; each line reads "Name:   1234 kB".
-_FIELDS = {b"Rss": 0, b"Pss": 1, b"Private_Clean": 2, b"Private_Dirty": 2, b"Shared_Clean": 3,
-           b"Shared_Dirty": 3}
+# The fields summed, and into which of Rollup's slots; each line reads "Name:   1234 kB".
+_FIELDS = {b"Rss": (0,), b"Pss": (1,), b"Private_Clean": (2,), b"Private_Dirty": (2,),
+           b"Shared_Clean": (3,), b"Shared_Dirty": (3, 4)}
 
 
 class Rollup(NamedTuple):
@@ -35,6 +35,10 @@ class Rollup(NamedTuple):
     pss: int
     private: int  # Private_Clean + Private_Dirty: the USS, pages no other process maps
     shared: int  # Shared_Clean + Shared_Dirty: pages other processes map too
+    # Shared_Dirty: of those, the written ones. A fork's share of its parent's heap (what it can
+    # copy on write) is here; a library's code it pages in after the fork is Shared_Clean (Linux
+    # does not copy a file mapping's page tables at fork: the child faults them in as it runs).
+    shared_dirty: int
 
 
 def read_rollup(pid: int) -> Rollup | None:
@@ -45,13 +49,14 @@ def read_rollup(pid: int) -> Rollup | None:
             text = f.read()
     except OSError:
         return None
-    sums = [0, 0, 0, 0]
+    sums = [0] * len(Rollup._fields)
     seen = 0
     for line in text.split(b"\n")[1:]:  # the first line names the range the rollup spans
         name, _, value = line.partition(b":")
-        slot = _FIELDS.get(name)
-        if slot is not None:
-            sums[slot] += int(value.split()[0]) * 1024
+        slots = _FIELDS.get(name)
+        if slots is not None:
+            for slot in slots:
+                sums[slot] += int(value.split()[0]) * 1024
             seen += 1
     if seen < len(_FIELDS):
         return None
