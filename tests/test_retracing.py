@@ -1,7 +1,13 @@
-"""tf.function retracing named from TensorFlow's own count (engine/attribution/retracing.py),
-with real TensorFlow: only when the run's calls traced, and only then."""
+"""Causes named from TensorFlow's own state, with real TensorFlow: tf.function retracing from
+its count (engine/attribution/retracing.py), only when the run's calls traced, and only then;
+a pipeline's functions kept by TensorFlow's global graph, from a reference path through it
+(engine/attribution/holders.py), only when the path reaches the growing objects."""
 
 from __future__ import annotations
+
+import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -51,3 +57,48 @@ def test_a_tf_function_traced_once_is_not_named_beside_a_leak_of_its_own() -> No
     r = leakwidget.watch(step, iterations=300, widget=False)
     assert r.verdict.kind == "leak", str(r)
     assert "tf.function retracing" not in r.attribution.summary, r.attribution.summary
+
+
+_PIPELINE_CHILD = r"""
+import json, sys
+import numpy as np
+import tensorflow as tf
+import leakwidget
+
+def numbers():
+    for i in range(50):
+        yield np.full(1000, i, np.float32)
+
+def pipeline():
+    return tf.data.Dataset.from_generator(
+        numbers, output_signature=tf.TensorSpec((1000,), tf.float32)).batch(10)
+
+once = pipeline()
+
+def step():
+    for _ in (pipeline() if sys.argv[1] == "each-step" else once):
+        pass
+
+r = leakwidget.watch(step, widget=False, seconds=None if sys.argv[1] == "each-step" else 10)
+a = r.attribution
+print(json.dumps({"verdict": r.verdict.kind, "kind": a.kind if a else None,
+                  "summary": a.summary if a else "", "paths": [p.text for p in a.paths] if a else [],
+                  "text": str(r)}))
+"""
+
+
+@pytest.mark.parametrize("built", ["each-step", "once"])
+def test_a_from_generator_pipeline_built_each_step_is_named_by_the_graph_that_keeps_its_functions(built):
+    # In a fresh process: the path search is bounded by its CPU time, which grows with the heap
+    # (a test worker's holds every earlier test's objects).
+    proc = subprocess.run([sys.executable, "-c", _PIPELINE_CHILD, built], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    named = "TensorFlow keeps every tf.py_function, tf.numpy_function and Dataset.from_generator"
+    if built == "once":  # the same pipeline iterated again each step: nothing kept, nothing named
+        assert got["verdict"] != "leak" and named not in got["summary"], got["text"]
+        return
+    assert got["verdict"] == "leak" and got["kind"] == "python", got["text"]
+    assert any("['_py_funcs_used_in_graph'] list \u2192" in p for p in got["paths"]), got["text"]
+    assert got["summary"].startswith(named) and "Build the dataset" in got["summary"], got["text"]

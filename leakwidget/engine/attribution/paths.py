@@ -23,8 +23,10 @@ from .pathwords import function_name, named, type_name, words
 from .result import RefPath
 
 # CPU seconds the whole search may take (this thread's: a machine busy with other work makes
-# the search slower, not shorter, so the same heap gets the same answer under load).
-DEADLINE = 0.5
+# the search slower, not shorter, so the same heap gets the same answer under load). With
+# TensorFlow's heap a level takes 0.1-0.2 s: the path to what a from_generator pipeline built
+# each step keeps (TensorFlow's global graph, holders.py) took 1.5 s; at 0.5 s none was given.
+DEADLINE = 2.0
 MAX_DEPTH = 8  # references climbed from a specimen
 MAX_FRONTIER = 512  # objects expanded per level
 _OWN = "leakwidget.engine"  # the watcher's own objects hold nothing of the user's

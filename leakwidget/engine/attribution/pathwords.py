@@ -10,6 +10,7 @@ is not shown.
 from __future__ import annotations
 
 import types
+import weakref
 from collections.abc import Sequence
 
 MAX_INDEX_SCAN = 100_000  # items searched for a list index; beyond, the index is not named
@@ -55,6 +56,8 @@ def named(prefix: str, d: dict, value: object) -> str:
 def _subscript(key: object, is_key: bool) -> str:
     if is_key:
         return "(key)"
+    if isinstance(key, weakref.ref):  # (a thread-local's per-thread dict is keyed so)
+        return f"[weakref to {type_name(key())}]"
     return f"[{key!r}]" if isinstance(key, str) else f"[{repr(key)[:40]}]"
 
 

@@ -18,6 +18,7 @@ from .census import CensusGrowth, ObjectCensus
 from .decide import Evidence, attribute
 from .gpu import DeviceMemory, GpuMemory
 from .growth import Growth, measure_growth
+from .holders import cause as holder_cause
 from .lines import LineReport, require_memory_profiler
 from .native import NativeStacks
 from .paths import find_paths
@@ -247,7 +248,7 @@ class Tracker:
             top_sites=tuple(sites), lines=lines, gpu=gpu, paths=paths,
             native_sites=window.sites if window is not None else (),
             native_window=(window.first, window.last) if window is not None else None,
-            cause=self._retracing.finish() if growth.grew else "",  # (retracing.py)
+            cause=" ".join(filter(None, [self._retracing.finish(), holder_cause(paths)])) if growth.grew else "",
         )
 
     def _traced_slope(self, growth: Growth) -> float | None:
