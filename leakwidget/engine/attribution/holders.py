@@ -32,6 +32,21 @@ KNOWN = (
 )
 
 
+def reword(paths: Iterable[RefPath]) -> tuple[RefPath, ...]:
+    """Each path through a known holder told from the holder on, with the root it was reached
+    from in brackets: the search climbs to the first root it meets, and any dataset the user
+    keeps in a global refers to TensorFlow's global graph ("__main__.train_ds (_BatchDataset) →
+    ._graph_attr Graph → ..." named the user's dataset as what holds the growth)."""
+    out = []
+    for p in paths:
+        at = next((p.text.index(marker) for marker, _ in KNOWN if marker in p.text), None)
+        if at is not None:
+            p = RefPath(p.target, p.root, f"a TensorFlow graph (reached from {p.root}) \u2192 "
+                        f"{p.text[at:]}", p.length)
+        out.append(p)
+    return tuple(out)
+
+
 def cause(paths: Iterable[RefPath]) -> str:
     """The sentence of the first known holder a path passes through, or ""."""
     texts = [p.text for p in paths]

@@ -19,6 +19,7 @@ from .decide import Evidence, attribute
 from .gpu import DeviceMemory, GpuMemory
 from .growth import Growth, measure_growth
 from .holders import cause as holder_cause
+from .holders import reword
 from .lines import LineReport, require_memory_profiler
 from .native import NativeStacks
 from .paths import find_paths
@@ -238,7 +239,7 @@ class Tracker:
         sites = self._tracing.sites(self._done) if self.trace else []
         if self._tracing.phase_done:
             notes.append(self._tracing.phase_note())
-        paths = self._paths(growth, census, notes)
+        paths = reword(self._paths(growth, census, notes))
         window = self._native.finish(int(log.last("index")))
         notes.extend(self._native.notes)
         return Evidence(
