@@ -782,13 +782,9 @@ print(json.dumps({"verdict": r.verdict.kind, "fit": r.verdict.fit, "kind": a.kin
 def test_a_plateau_is_attributed_by_what_its_rise_holds(held):
     # In a fresh process, as in a fresh kernel: a buffer filling in memory freed earlier by
     # other tests would not show in RSS.
-    import subprocess
-    import sys
+    from conftest_fresh import run_fresh
 
-    proc = subprocess.run([sys.executable, "-c", _PLATEAU_CHILD, held], capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    got = run_fresh(_PLATEAU_CHILD, held)
     assert got["verdict"] == "plateau", got["text"]
     assert got["growth_of"] == "plateau" and got["kind"] == held, got["text"]
     # the rise from the plateau's onset to its top: 200 × 64 KiB

@@ -8,10 +8,7 @@ in a real kernel through jupyter_client, as JupyterLab would send it.
 
 from __future__ import annotations
 
-import json
 import queue
-import subprocess
-import sys
 import textwrap
 import threading
 import time
@@ -19,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from conftest_fresh import run_fresh
 
 keras = pytest.importorskip("keras")
 
@@ -87,9 +85,7 @@ def fit_in_fresh_process(keep_bytes: int, seconds: float) -> dict:
                           "iterations": r.iteration_count, "stop_training": model.stop_training,
                           "summary": r.verdict.summary}}))
     """)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_fresh(code, timeout=180)
 
 
 def test_a_fit_that_keeps_something_every_batch_is_a_leak_at_its_rate() -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest_fresh import run_fresh
 
 import leakwidget
 from leakwidget.engine.spec import WatchSpec
@@ -171,10 +172,7 @@ print(json.dumps({"kind": r.verdict.kind, "slope": r.verdict.slope, "attr": a.ki
 def test_a_tensorflow_resource_leak_is_traced_to_tensorflow_frames(onednn):
     pytest.importorskip("tensorflow")
     env = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": onednn, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    proc = subprocess.run([sys.executable, "-c", _TF_CHILD, "6"], capture_output=True, text=True,
-                          cwd=ROOT, timeout=600, env=env)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    got = run_fresh(_TF_CHILD, "6", timeout=600, cwd=ROOT, env=env)
     assert got["kind"] == "leak" and got["attr"] == "native", got["text"]
     sites = got["sites"]
     assert sites, got["text"]

@@ -5,12 +5,9 @@ a pipeline's functions kept by TensorFlow's global graph, from a reference path 
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import numpy as np
 import pytest
+from conftest_fresh import run_fresh
 
 import leakwidget
 
@@ -92,10 +89,7 @@ print(json.dumps({"verdict": r.verdict.kind, "kind": a.kind if a else None,
 def test_a_from_generator_pipeline_built_each_step_is_named_by_the_graph_that_keeps_its_functions(built):
     # In a fresh process: the path search is bounded by its CPU time, which grows with the heap
     # (a test worker's holds every earlier test's objects).
-    proc = subprocess.run([sys.executable, "-c", _PIPELINE_CHILD, built], capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    got = run_fresh(_PIPELINE_CHILD, built)
     named = "TensorFlow keeps every tf.py_function, tf.numpy_function and Dataset.from_generator"
     if built == "once":  # the same pipeline iterated again each step: nothing kept, nothing named
         assert got["verdict"] != "leak" and named not in got["summary"], got["text"]
