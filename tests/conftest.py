@@ -150,3 +150,28 @@ def _fast_tests_stay_fast(request: pytest.FixtureRequest):
     if os.environ.get("LEAKWIDGET_FAST_ONLY") and not had and "tensorflow" in sys.modules:
         pytest.fail(f"{request.node.nodeid} imported TensorFlow: mark it `tf` (tests/conftest.py)",
                     pytrace=False)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem):
+    """``LEAKWIDGET_TEST_CPU=FILE``: append each test's wall and CPU seconds (setup, call and
+    teardown; this process and the children it waited for: kernels, fresh interpreters,
+    workers) to FILE as a JSON line, for docs/development.md's table of where the CPU goes
+    (``python tests/cpu_table.py FILE``). Off by default: one ``getrusage`` pair per test."""
+    out = os.environ.get("LEAKWIDGET_TEST_CPU")
+    if not out:
+        yield
+        return
+    import json
+    import resource
+    import time
+
+    def cpu() -> float:
+        own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+    wall, used = time.monotonic(), cpu()
+    yield
+    with open(out, "a") as f:
+        f.write(json.dumps({"test": item.nodeid, "wall": round(time.monotonic() - wall, 2),
+                            "cpu": round(cpu() - used, 2)}) + "\n")
