@@ -575,3 +575,45 @@ def test_a_leak_behind_a_fast_first_rise_is_not_called_a_plateau_that_stopped():
     assert v.kind == "inconclusive" and not v.confident, v.summary
     assert "not a leak" not in v.summary and "run longer" in v.summary, v.summary
     assert run(300).kind == "leak"
+
+
+@pytest.mark.parametrize(("name", "seconds"), [("from_generator_under_load", 16),
+                                               ("from_generator_under_load_short", 16)])
+def test_a_fill_with_what_is_in_use_still_climbing_at_its_lows_is_no_plateau(name, seconds):
+    # Recorded (tests/recorded/controls/): a from_generator pipeline built each step (TensorFlow
+    # keeps each one's functions), 16 s beside `stress-ng --cpu 6`: 51 iterations, and 32 with
+    # more processes beside it. RSS rose 1.6-1.7 MiB in 11-16 iterations, then went flat: it
+    # reused what the collector freed every 12 iterations. Both were called "Plateau ... not a
+    # leak", confidently. malloc's bytes in use, saw-toothing with the collector, kept rising
+    # at their lows by 13 KiB an iteration all along: what the process keeps was still growing.
+    # The longer run's thirds each hold a low; the shorter one's two lows since the knee and
+    # the one before it are its troughs.
+    d = np.load(Path(__file__).parent / "recorded" / "controls" / f"{name}.npz")
+    x = d["index"].astype(float)
+    times = {"headroom": 20 * 1024 * MiB, "durations": np.full(x.size, seconds / x.size)}
+    v = decide(x, d["rss"], blocks=d["blocks"], in_use=d["malloc_in_use"], **times)
+    assert v.kind == "inconclusive" and not v.confident, v.summary
+    assert "malloc's bytes in use kept rising at their lows" in v.summary, v.summary
+    assert "not a leak" not in v.summary and "run longer" in v.summary, v.summary
+    # The same RSS, with the lows of what is in use level (the saw-tooth kept, its climb taken
+    # out): a buffer that filled, as before.
+    level = {"in_use": d["malloc_in_use"] - 13.6 * KiB * x, "blocks": d["blocks"] - 200.0 * x}
+    v = decide(x, d["rss"], **level, **times)
+    assert v.kind == "plateau" and v.confident, v.summary
+
+
+def test_one_small_rise_then_flat_is_not_stable_while_what_is_in_use_climbs_at_its_lows():
+    # The same leak beside more load was "Stable: after the warm-up memory rose once by 303 KiB
+    # ... and has stayed flat since" (35 iterations in 60 s). Here: RSS rises 300 KiB in 16
+    # iterations, then is flat; malloc's bytes in use saw-tooth every 12 iterations, their lows
+    # rising 14 KiB an iteration (inconclusive), or level (stable, as before).
+    rng = np.random.default_rng(3)
+    x = np.arange(60).astype(float)
+    rss = 600 * MiB + np.minimum(x, 16) * 19 * KiB + rng.normal(0, 2 * KiB, x.size)
+    saw = 145 * KiB * (x % 12)
+    times = {"headroom": 20 * 1024 * MiB, "durations": np.full(x.size, 0.4)}
+    v = decide(x, rss, in_use=50 * MiB + 14 * KiB * x + saw, **times)
+    assert v.kind == "inconclusive" and not v.confident, v.summary
+    assert "kept rising at their lows" in v.summary and "run longer" in v.summary, v.summary
+    v = decide(x, rss, in_use=50 * MiB + saw, **times)
+    assert v.kind == "stable" and "rose once" in v.summary, v.summary

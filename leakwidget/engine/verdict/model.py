@@ -151,6 +151,18 @@ class Levelling:
 
 
 @dataclass(frozen=True)
+class StillInUse:
+    """RSS flat since ``since`` (after a fill, or the warm-up's), while a count of what is in use
+    (``what``: malloc's bytes or Python's objects) kept rising at its lows: by ``grown`` bytes,
+    about ``rate`` per iteration. RSS is reusing memory freed earlier; it is no plateau yet."""
+
+    since: float
+    what: str
+    grown: float
+    rate: float
+
+
+@dataclass(frozen=True)
 class Unsteady:
     """Significant growth, but not sustained (a jump, or levelling off)."""
 
@@ -173,7 +185,7 @@ class NoFit:
     """Neither a leak, a plateau nor a stable level."""
 
 
-Doubt = Unexplained | TooLittle | Levelling | Unsteady | NotYetSignificant | Noisy | NoFit
+Doubt = Unexplained | TooLittle | StillInUse | Levelling | Unsteady | NotYetSignificant | Noisy | NoFit
 Story = NoData | TooFew | PythonBlocks | HeapInUse | Growth | Slowing | Filled | Flat | StepThenFlat | Doubt
 
 

@@ -23,6 +23,7 @@ from .model import (
     PythonBlocks,
     Slowing,
     StepThenFlat,
+    StillInUse,
     TooFew,
     TooLittle,
     Unexplained,
@@ -95,7 +96,8 @@ def _say(found: Finding) -> tuple[str, str]:
             ), "slowing"
         case Flat() | StepThenFlat() | Creep():
             return _stable(v, story), ""
-        case Unexplained() | TooLittle() | Unsteady() | NotYetSignificant() | Noisy() | NoFit():
+        case (Unexplained() | TooLittle() | StillInUse() | Unsteady() | NotYetSignificant() | Noisy()
+              | NoFit()):
             reason = _doubt(story)
             return (
                 f"Inconclusive after {v.iterations:,} iterations: {reason}; run longer "
@@ -182,6 +184,13 @@ def _doubt(doubt: Doubt) -> str:
                 f"memory grew steadily but only by {format_bytes(grown)}, "
                 f"too little to call a leak (at least {format_bytes(needed)}: 1 MiB, or what "
                 "one iteration allocates and frees, which the allocator may keep)"
+            )
+        case StillInUse(since, what, grown, rate):
+            return (
+                f"RSS levelled off after iteration {int(since)}, but {what} kept rising at their "
+                f"lows, by {format_bytes(grown)} (about {format_bytes(rate, signed=True)} per "
+                "iteration): the process is reusing memory it freed earlier, and what it keeps is "
+                "still growing, so this is no plateau yet and may be a leak"
             )
         case Unsteady():
             return "memory grew, but not steadily (a jump, or growth that may be levelling off)"
