@@ -336,8 +336,8 @@ class Bisector(_HandsOutAhead):
         if config is self._baseline:
             self.stages = list(observed.stages)
             self.attribution = observed.attribution
-            # A plateau is bisected too: which stages make memory rise that high.
-            self.plateau = verdict.kind == "plateau" and plateau_rise(verdict) >= self.min_plateau
+            # Bisected by its rise too: a plateau, or a rise with what is in use still climbing.
+            self.plateau = (verdict.kind == "plateau" or verdict.climbing) and plateau_rise(verdict) >= self.min_plateau
             config.reproduces = ((verdict.kind == "leak" or self.plateau) and not self._retention()
                                  and not error)
         else:
@@ -560,8 +560,14 @@ def summary_of(b: Bisector, state: str, culprits: list[Stage]) -> str:
 
 def plateau_summary(state: str, culprits: list[Stage], baseline: Configuration,
                     configurations: list[Configuration], final: Configuration | None) -> str:
-    """The words for a bisected plateau: which stages make memory rise that high."""
-    said = "This bisected a plateau (memory that rose, then held: a buffer or cache), not a leak."
+    """The words for a bisected plateau: which stages make memory rise that high (or a rise
+    whose RSS held while what is in use kept climbing: no plateau yet, maybe a leak)."""
+    if baseline.verdict is not None and baseline.verdict.climbing:
+        said = ("This bisected a rise whose RSS then held while what is in use kept climbing "
+                "(no plateau yet, and maybe a leak behind memory being reused): "
+                + baseline.verdict.reason + ".")
+    else:
+        said = "This bisected a plateau (memory that rose, then held: a buffer or cache), not a leak."
     if state == "no-stages":
         return "The plateau cannot be bisected: no stage that can be switched off was recorded. " + said
     if state == "outside":

@@ -36,7 +36,7 @@ _VERDICT = {
     "kind": Required(Choice(VERDICT_KINDS)), "slope": NUMBER, "slope_low": Maybe(NUMBER),
     "slope_high": Maybe(NUMBER), "onset": Maybe(NUMBER), "warmup": int,
     "exhaust_iterations": Maybe(NUMBER), "exhaust_seconds": Maybe(NUMBER), "confident": bool,
-    "slowing": bool, "earlier_slope": Maybe(NUMBER), "fit": [PAIR], "summary": str,
+    "slowing": bool, "earlier_slope": Maybe(NUMBER), "fit": [PAIR], "climbing": bool, "summary": str,
     "iterations": int, "reason": str,
 }
 _ATTRIBUTION = {

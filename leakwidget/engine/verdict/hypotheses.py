@@ -340,9 +340,10 @@ def plateau(ev: Evidence, fill: Fill | None) -> Finding | None:
     # it adds enough to tell (model.predict in a loop does this). Never confident, so an
     # open-ended watch keeps going; the words say it is still growing.
     still = tt.low > 0 and tt.slope >= STILL_SHARE * fill.fill_rate
+    fit = [(fill.start, fill.start_level), (fill.knee, fill.top), (float(ev.window.x[-1]), fill.top)]
     climbing = None if still else still_in_use(ev, fill, fill.fill_rate, fill.filled)
     if climbing is not None:
-        return inconclusive(ev, climbing)
+        return inconclusive(ev, climbing, fit)
     verdict = Verdict(
         "plateau",
         slope=tt.slope,
@@ -352,7 +353,7 @@ def plateau(ev: Evidence, fill: Fill | None) -> Finding | None:
         warmup=ev.window.warmup,
         iterations=ev.window.iterations,
         confident=fill.tail_len >= 20 and tt.high < 0.15 * fill.fill_rate and not still,
-        fit=[(fill.start, fill.start_level), (fill.knee, fill.top), (float(ev.window.x[-1]), fill.top)],
+        fit=fit,
     )
     return Finding(verdict, Filled(fill.filled, fill.start, fill.knee, still,
                                    _exhaust(ev, tt.slope) if still else (None, None)))
@@ -437,7 +438,10 @@ def stable(ev: Evidence, fill: Fill | None) -> Finding | None:
                       else (grown / max(ev.window.warmup, 1), grown))
         climbing = still_in_use(ev, rose, rate, size)
         if climbing is not None:
-            return inconclusive(ev, climbing)
+            x_end = float(x[-1])
+            fit = ([(rose.fit_start, level - rose.rise), (rose.knee, level), (x_end, level)]
+                   if rose is not None else _warmup_fit(ev, level))
+            return inconclusive(ev, climbing, fit)
     if warm_fill:
         return _warmup_fill(ev, tr, level, grown)
     verdict = Verdict(
@@ -459,10 +463,16 @@ def _warmup_fill(ev: Evidence, tr: Trend, level: float, grown: float) -> Finding
         "plateau", slope=tr.slope, slope_low=tr.low, slope_high=tr.high,
         onset=int(window.first), warmup=window.warmup, iterations=window.iterations,
         confident=window.x.size >= 20,
-        fit=[(float(window.first), ev.rss0), (float(window.start), level),
-             (float(window.x[-1]), level)],
+        fit=_warmup_fit(ev, level),
     )
     return Finding(verdict, Filled(grown, window.first, window.start))
+
+
+def _warmup_fit(ev: Evidence, level: float) -> list[tuple[float, float]]:
+    """A warm-up that was a fill: from iteration ``first`` at the first RSS to ``level`` at the
+    warm-up's end, flat since."""
+    w = ev.window
+    return [(float(w.first), ev.rss0), (float(w.start), level), (float(w.x[-1]), level)]
 
 
 # --- inconclusive, with the reason ----------------------------------------------------------
@@ -490,8 +500,10 @@ def _doubt(ev: Evidence, climbing: StillInUse | None) -> Doubt:
     return NoFit()
 
 
-def inconclusive(ev: Evidence, climbing: StillInUse | None = None) -> Finding:
-    """None of the above: say why, with the trend since the reported start."""
+def inconclusive(ev: Evidence, climbing: StillInUse | None = None,
+                 fit: list[tuple[float, float]] | None = None) -> Finding:
+    """None of the above: say why, with the trend since the reported start; or, ``climbing``
+    behind a flat RSS, the rise's shape (``fit``), for a bisection to compare rises with."""
     chosen = ev.leak.test
     tr = chosen.trend
     verdict = Verdict(
@@ -502,6 +514,7 @@ def inconclusive(ev: Evidence, climbing: StillInUse | None = None) -> Finding:
         warmup=ev.window.warmup,
         iterations=ev.window.iterations,
         onset=int(round(chosen.onset)),
-        fit=_trend_line(tr, chosen.onset, float(ev.window.x[-1])),
+        fit=fit if fit is not None else _trend_line(tr, chosen.onset, float(ev.window.x[-1])),
+        climbing=climbing is not None,
     )
     return Finding(verdict, _doubt(ev, climbing))

@@ -29,6 +29,9 @@ class Verdict:
     slowing: bool = False
     earlier_slope: float | None = None
     fit: list[tuple[float, float]] = field(default_factory=list)
+    # Inconclusive because RSS went flat after a rise while what is in use kept climbing: a
+    # fill that is no plateau yet (the reason says what climbed); ``fit`` is the rise's shape.
+    climbing: bool = False
     summary: str = ""
     iterations: int = 0
     reason: str = ""
@@ -36,6 +39,7 @@ class Verdict:
     def __post_init__(self) -> None:
         # Comparisons of numpy numbers give numpy booleans: a saved result must read them back.
         self.confident, self.slowing = bool(self.confident), bool(self.slowing)
+        self.climbing = bool(self.climbing)
 
     def to_dict(self) -> dict:
         return asdict(self)
