@@ -629,6 +629,11 @@ def test_a_rise_with_what_is_in_use_still_climbing_is_bisected_like_a_plateau_an
     result = b.result()
     assert result.culprit_ids == ["s1@1"], str(result)
     assert reason in result.summary and "not a leak" not in result.summary, result.summary
+    from leakwidget.notebook.banner import bisect_banner
+
+    banner = bisect_banner(result)
+    assert banner.headline.startswith("Culprit of the rise: s1@1"), banner
+    assert banner.kind == "inconclusive", banner
 
 
 def test_a_plateau_held_by_two_stages_together_or_by_none_of_them():

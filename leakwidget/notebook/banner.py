@@ -223,8 +223,11 @@ def bisect_banner(result: BisectResult) -> Banner:
     if off is not None:
         numbers.append(f"{format_bytes(off, signed=True)}/it with {them} off")
     what = f" ({', '.join(numbers)})" if numbers else ""
-    rise = " of the plateau" if result.plateau else ""
-    return Banner("leak" if not result.plateau else "plateau", f"{word}{rise}: {' + '.join(ids)}{what}", details)
+    base = result.configurations[0].verdict if result.configurations else None
+    climbing = bool(result.plateau and base is not None and base.climbing)  # no plateau yet
+    rise = " of the rise" if climbing else " of the plateau" if result.plateau else ""
+    kind = "inconclusive" if climbing else "plateau" if result.plateau else "leak"
+    return Banner(kind, f"{word}{rise}: {' + '.join(ids)}{what}", details)
 
 
 def banner_html(banner: Banner, *, running: bool, verdict: str = "") -> str:
