@@ -629,6 +629,7 @@ def test_a_rise_with_what_is_in_use_still_climbing_is_bisected_like_a_plateau_an
     result = b.result()
     assert result.culprit_ids == ["s1@1"], str(result)
     assert reason in result.summary and "not a leak" not in result.summary, result.summary
+    assert result.summary.startswith("The rise comes from s1@1"), result.summary
     from leakwidget.notebook.banner import bisect_banner
 
     banner = bisect_banner(result)

@@ -563,25 +563,27 @@ def plateau_summary(state: str, culprits: list[Stage], baseline: Configuration,
     """The words for a bisected plateau: which stages make memory rise that high (or a rise
     whose RSS held while what is in use kept climbing: no plateau yet, maybe a leak)."""
     if baseline.verdict is not None and baseline.verdict.climbing:
+        it = "rise"
         said = ("This bisected a rise whose RSS then held while what is in use kept climbing "
                 "(no plateau yet, and maybe a leak behind memory being reused): "
                 + baseline.verdict.reason + ".")
     else:
+        it = "plateau"
         said = "This bisected a plateau (memory that rose, then held: a buffer or cache), not a leak."
     if state == "no-stages":
-        return "The plateau cannot be bisected: no stage that can be switched off was recorded. " + said
+        return f"The {it} cannot be bisected: no stage that can be switched off was recorded. " + said
     if state == "outside":
         all_off = next((c for c in configurations if c.on == frozenset()), None)
         rise = (f" by {format_bytes(plateau_rise(all_off.verdict))}"
                 if all_off is not None and all_off.verdict is not None else "")
-        return ("The plateau lies outside the stages (the source, the step body or the model): "
+        return (f"The {it} lies outside the stages (the source, the step body or the model): "
                 f"with every stage off, memory still rises{rise}. " + said)
     if not culprits:
-        return "Bisection found no stage that holds the plateau. " + said
+        return f"Bisection found no stage that holds the {it}. " + said
     where = " and ".join(f"{s.id} ({s.kind} at {_site_words(s.site)})" for s in culprits)
     rise = format_bytes(plateau_rise(final.verdict)) if final is not None and final.verdict else "?"
     alone = "on by itself" if len(culprits) == 1 else "on together (neither does alone)"
-    return (f"The plateau comes from {where}: {alone} memory rises {rise}, like the whole "
+    return (f"The {it} comes from {where}: {alone} memory rises {rise}, like the whole "
             f"pipeline's {format_bytes(plateau_rise(baseline.verdict))}; with every stage off, "
             "it does not. " + said)
 

@@ -438,9 +438,7 @@ def stable(ev: Evidence, fill: Fill | None) -> Finding | None:
                       else (grown / max(ev.window.warmup, 1), grown))
         climbing = still_in_use(ev, rose, rate, size)
         if climbing is not None:
-            x_end = float(x[-1])
-            fit = ([(rose.fit_start, level - rose.rise), (rose.knee, level), (x_end, level)]
-                   if rose is not None else _warmup_fit(ev, level))
+            fit = _step_fit(rose, level, float(x[-1])) if rose is not None else _warmup_fit(ev, level)
             return inconclusive(ev, climbing, fit)
     if warm_fill:
         return _warmup_fill(ev, tr, level, grown)
@@ -453,7 +451,7 @@ def stable(ev: Evidence, fill: Fill | None) -> Finding | None:
         if creep is not None:  # only computed when not flat_all
             return Finding(verdict, Creep(creep))
         return Finding(verdict, Flat())
-    verdict.fit = [(step.fit_start, level - step.rise), (step.knee, level), (float(x[-1]), level)]
+    verdict.fit = _step_fit(step, level, float(x[-1]))
     return Finding(verdict, StepThenFlat(step.rise, step.fit_start, step.knee))
 
 
@@ -466,6 +464,11 @@ def _warmup_fill(ev: Evidence, tr: Trend, level: float, grown: float) -> Finding
         fit=_warmup_fit(ev, level),
     )
     return Finding(verdict, Filled(grown, window.first, window.start))
+
+
+def _step_fit(step: Fill, level: float, end: float) -> list[tuple[float, float]]:
+    """One small rise to ``level`` at the step's knee, flat to ``end``."""
+    return [(step.fit_start, level - step.rise), (step.knee, level), (end, level)]
 
 
 def _warmup_fit(ev: Evidence, level: float) -> list[tuple[float, float]]:
