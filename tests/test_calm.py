@@ -81,24 +81,31 @@ import leakwidget
 from leakwidget.engine.sampler import PAGE_SIZE
 from leakwidget.notebook.dashboard import Dashboard
 
-grew = []
+grew, anon = [], []
 
 
 def faults():  # pages the calling thread has touched for the first time (minor page faults)
     return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
 
 
+def anonymous():  # the process's resident pages that are no file's (statm: resident - shared)
+    with open("/proc/self/statm") as f:
+        fields = f.read().split()
+    return (int(fields[1]) - int(fields[2])) * PAGE_SIZE
+
+
 class Measured(Dashboard):  # each redraw of the running watch: the new pages its thread took
     def _draw_full(self, final=None):
-        before = faults()
+        before, resident = faults(), anonymous()
         super()._draw_full(final)
         if final is None and self._data.last_index > 0:  # after iteration 0's (warm-up)
             grew.append((faults() - before) * PAGE_SIZE)
+            anon.append((resident, anonymous()))
 
 
 dash = Measured(refresh_interval=0.2)
 leakwidget.watch(lambda: time.sleep(0.001), widget=False, seconds=4, observers=[dash])
-print(json.dumps(grew))
+print(json.dumps({"grew": grew, "kept": anon[-1][1] - anon[0][0]}))
 """
 
 
@@ -113,13 +120,23 @@ def test_a_dashboards_redraws_take_no_new_memory_during_a_calm_watch() -> None:
     # meanwhile, which beside CI's load was 68 KiB during one of 17 redraws, and once (run 43c)
     # -28 to +48 KiB during 9 of 17. No more than two redraws may take any page, and all of
     # them together less than 48 KiB unless it came at once.
+    #   Once in CI (stop 45, beside the suite's load; never here, quiet, beside stress-ng or
+    # beside make check in 60 runs) 14 of 15 redraws faulted 28-139 KiB each, in step with the
+    # points drawn: the same pages again and again, so glibc had handed them back between
+    # redraws (a trim of the thread's heap when a large chunk is freed). Pages handed back are
+    # not kept: then the process's anonymous memory over the redraws must not have grown by
+    # more than one redraw's (the missing rehearsal kept 270-470 KiB).
     out = subprocess.run([sys.executable, "-c", _REDRAWS_OF_A_CALM_WATCH],
                          capture_output=True, text=True, timeout=120, check=True)
-    grew = json.loads(out.stdout.strip().splitlines()[-1])
+    measured = json.loads(out.stdout.strip().splitlines()[-1])
+    grew, kept = measured["grew"], measured["kept"]
     assert len(grew) >= 10, out.stdout
     grown = [g for g in grew if g > 0]
-    assert len(grown) <= 2, f"{len(grown)} of {len(grew)} redraws took new memory: {grew}"
-    assert sum(grown) < (48 if len(grown) > 1 else 96) * KiB, grew
+    if len(grown) <= 2:
+        assert sum(grown) < (48 if len(grown) > 1 else 96) * KiB, grew
+    else:  # faulted again and again: only if handed back between redraws
+        assert kept < 48 * KiB, (f"{len(grown)} of {len(grew)} redraws took new memory, and "
+                                 f"{kept / KiB:.0f} KiB stayed: {grew}")
 
 
 _SCANS_DURING_A_CALM_WATCH = r"""
