@@ -123,6 +123,14 @@ def test_a_leaking_child_gets_its_own_leak_verdict_and_counts_in_the_total(isola
     # ...though the watching process itself kept nothing.
     if not isolate:
         assert me.memory_info().rss - rss0 < (result.column("rss")[-1] - result.baseline_rss) / 4
+        # What is in use counts the children's memory too: the parent's malloc counters alone
+        # stayed flat under a worker's leak, and the tree's growth was once called "nothing in
+        # use grew: the allocator taking more room" (stop 45, test_copy_on_write).
+        in_use, rss = result.column("malloc_in_use"), result.column("rss")
+        read = np.flatnonzero(in_use >= 0)
+        assert read.size >= 4
+        first, last = read[0], read[-1]
+        assert in_use[last] - in_use[first] > 0.5 * (rss[last] - rss[first]) > 0, (in_use[read], rss[read])
     assert "Child process pid" in str(result)
     # Each child's private and shared memory reached the observers while the watch ran (from
     # the worker process too), for a live view of each worker's memory.

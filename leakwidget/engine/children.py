@@ -107,6 +107,14 @@ class WithChildren:
     def rss(self) -> int:
         return self._source_rss() + self.total
 
+    def in_use(self) -> int | None:
+        """This process's bytes in use plus its children's private memory, whose allocators
+        the watch cannot read: growth in a child is never "nothing in use grew" (the parent's
+        counters alone called a worker's steady leak the allocator taking more room); what
+        the children add moves this and rss() alike."""
+        own = self.source.in_use()
+        return None if own is None else own + self.total
+
     @property
     def latest(self) -> ChildrenReading | None:
         """The last round of readings of the children (for a live view), or None."""

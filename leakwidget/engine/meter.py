@@ -50,7 +50,9 @@ class Meter:
         self._peak = sampler.PeakMeter(resets=exact_peaks) if self._inside else None
         self._exact = self._peak is not None and self._peak.available and exact_peaks
         self._mark = 0  # the high-water mark at the iteration's start (without resets)
-        self._in_use = Checkpoints(sampler.malloc_in_use, IN_USE_SHARE, CHECKPOINT_ALLOWANCE, *planned)
+        # (read only inside: ThisProcess's malloc counters, with its children's memory in a tree)
+        in_use = source.in_use if self._inside else sampler.malloc_in_use
+        self._in_use = Checkpoints(in_use, IN_USE_SHARE, CHECKPOINT_ALLOWANCE, *planned)
         self._blocks = Checkpoints(sys.getallocatedblocks, BLOCKS_SHARE, CHECKPOINT_ALLOWANCE, *planned)
         self._last_blocks: int | None = None
         self._t_start = self._t_end = 0.0

@@ -22,7 +22,8 @@ class IterationRecord:
     duration: float
     # Python's block count (sys.getallocatedblocks()) and glibc malloc's bytes in use
     # (mallinfo2) at the end, or -1 where not read: both are read at checkpoints only (see
-    # engine/checkpoints.py), so fast steps have them every few iterations.
+    # engine/checkpoints.py), so fast steps have them every few iterations. A watch counting
+    # its children adds their private memory to malloc's bytes (children.WithChildren.in_use).
     blocks: int
     blocks_delta: int  # the block count's change since the previous reading (0 where not read)
     malloc_in_use: int = -1

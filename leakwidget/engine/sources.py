@@ -20,6 +20,7 @@ class MemorySource(Protocol):
     in_process: bool  # this interpreter: stages, Python's heap, malloc's counters, the guard's interrupt
     hz: float  # samples per second the sampler takes
     members: Members | None  # the processes of the tree beside the watched one, each read (or None)
+    # An in-process source also has in_use() -> int | None: what of rss() is in use (ThisProcess)
 
     def rss(self) -> int:
         """Bytes resident now."""
@@ -32,6 +33,9 @@ class ThisProcess:
     members = None  # (a watch of this process reads its children through children.WithChildren)
 
     rss = staticmethod(sampler.rss)  # (no wrapper: read at every iteration's end)
+    # What of rss() is in use (read at checkpoints, in-process sources only): glibc malloc's
+    # bytes handed out, or None where they cannot be read.
+    in_use = staticmethod(sampler.malloc_in_use)
 
 
 THIS_PROCESS = ThisProcess()
