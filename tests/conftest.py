@@ -143,6 +143,22 @@ def _no_process_outlives_its_test():
 
 
 @pytest.fixture(autouse=True)
+def _the_interrupt_handler_is_put_back():
+    """SIGINT's handler is the one the test found: a watch that left its own (the one that
+    notes and ignores interrupts while a result is made) would leave a kernel deaf to Ctrl-C,
+    and the next test's interrupt unheard (seen once in make check: two interrupt tests ran
+    to their budget)."""
+    import signal
+
+    before = signal.getsignal(signal.SIGINT)
+    yield
+    after = signal.getsignal(signal.SIGINT)
+    if after is not before and after != before:
+        signal.signal(signal.SIGINT, before)
+        pytest.fail(f"the test left SIGINT's handler {after!r} (it found {before!r})", pytrace=False)
+
+
+@pytest.fixture(autouse=True)
 def _fast_tests_stay_fast(request: pytest.FixtureRequest):
     """Under ``make check``, a test that imports TensorFlow is a slow test left unmarked."""
     had = "tensorflow" in sys.modules
