@@ -859,6 +859,28 @@ def test_device_memory_gets_its_own_verdict_from_the_memory_tensorflow_reports()
     assert flat.device.verdict.kind == "stable", str(flat.device)
 
 
+def test_bytes_in_use_that_grow_with_rss_are_never_allocator_retention():
+    # Each `for b in ds` pass over a dataset keeps ~0.7 KiB of TensorFlow's iterator state
+    # (tests/recorded/tf_cached_reiterated.npz): malloc's bytes in use grew 734 B an
+    # iteration beside RSS's 1.0 KiB, and the trim's 4 MiB of free memory (twice the growth)
+    # made it "Allocator retention, not your code", or "python" for 61 B of Python objects.
+    from leakwidget.engine.attribution.decide import Evidence, attribute
+    from leakwidget.engine.attribution.growth import Growth
+
+    kib, mib = 1024.0, float(2**20)
+    growth = Growth("leak", rss_slope=1.0 * kib, blocks_slope=0.76, bytes=2.0 * mib,
+                    start=68, span=1987, run=2055, in_use_slope=734.0)
+    ev = Evidence(growth, census_slope=6.0, bytes_per_block=80.9, reclaimed=int(4.0 * mib))
+    att = attribute(ev)
+    assert att.kind == "native", att.summary
+    assert "not your code" not in att.summary and "bytes in use grew 734 B/iteration" in att.summary
+    assert "malloc's bytes in use" in str(att) and att.to_dict()["in_use_slope"] == 734.0
+    # Bytes in use flat (or not read): the same trim is retention, as before.
+    for flat in (0.0, None):
+        kept = attribute(dataclasses.replace(ev, growth=dataclasses.replace(growth, in_use_slope=flat)))
+        assert kept.kind == "allocator", kept.summary
+
+
 def test_a_block_count_sized_by_the_census_outweighs_a_smaller_trim():
     # Lesson 2's dict filled from tf.py_function calls in eight threads (CI): 4,135 blocks of
     # 32 B an iteration for 131 KiB of RSS; the census, which misses untracked floats, saw

@@ -199,6 +199,8 @@ def _attribution_section(att: Mapping | None) -> str:
             [f"Python objects ({att.get('python_source') or 'none'})",
              format_bytes(att.get("python_slope") or 0, signed=True)],
             ["native (the rest)", format_bytes(att.get("native_slope") or 0, signed=True)],
+            *([["malloc's bytes in use", format_bytes(att["in_use_slope"], signed=True)]]
+              if att.get("in_use_slope") is not None and att.get("growth_of") != "plateau" else []),
         ], numeric=(1,)))
         if att.get("reclaimed_bytes") is not None:
             out.append(f'<p class="note">malloc_trim(0) handed back {format_bytes(att["reclaimed_bytes"])} '

@@ -42,7 +42,7 @@ _VERDICT = {
 _ATTRIBUTION = {
     "kind": str, "summary": Maybe(str), "rss_slope": Maybe(NUMBER), "python_slope": Maybe(NUMBER),
     "native_slope": Maybe(NUMBER), "python_source": Maybe(str), "reclaimed_bytes": Maybe(NUMBER),
-    "growth_bytes": Maybe(NUMBER), "notes": _TEXTS,
+    "in_use_slope": Maybe(NUMBER), "growth_bytes": Maybe(NUMBER), "notes": _TEXTS,
     "top_types": [{"name": Required(str), "per_iteration": Required(NUMBER),
                    "bytes_per_iteration": Required(NUMBER), "steady": Maybe(bool)}],
     "top_sites": [{"site": Required(str), "bytes_per_iteration": Required(NUMBER),

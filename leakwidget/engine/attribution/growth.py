@@ -8,9 +8,11 @@ import numpy as np
 
 from ..records import RecordLog
 from ..verdict import Verdict
+from ..verdict.growth import is_the_heap
 from .series import robust_slope
 
 MIN_GROWTH = 1 << 20  # growth under this, without a leak/plateau verdict, is attributed to nothing
+MIN_IN_USE_READINGS = 8  # readings of malloc's bytes in use for their slope to be given
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,9 @@ class Growth:
     start: float  # iteration it is measured from: the warm-up's end, a leak's or plateau's onset
     span: float  # iterations from ``start`` to the last one (a plateau: to its top; at least 1)
     run: float  # iterations from the first to the last one (at least 1)
+    # glibc malloc's bytes in use / iteration over the same iterations as ``rss_slope`` (None:
+    # too few readings, not glibc's heap, or a plateau's rise)
+    in_use_slope: float | None = None
 
     @property
     def grew(self) -> bool:
@@ -36,7 +41,8 @@ class Growth:
 
 def measure_growth(v: Verdict, log: RecordLog) -> Growth | None:
     """The growth the verdict and the records show; None when no iteration finished."""
-    idx, rss, blocks = (np.asarray(log.column(k), dtype=float) for k in ("index", "rss", "blocks"))
+    idx, rss, blocks, in_use = (np.asarray(log.column(k), dtype=float)
+                                for k in ("index", "rss", "blocks", "malloc_in_use"))
     if idx.size == 0:
         return None
     first = idx[0]
@@ -58,7 +64,7 @@ def measure_growth(v: Verdict, log: RecordLog) -> Growth | None:
         growth = float(rss[-1] - rss[post][0])
     return Growth(
         v.kind, rss_slope, _blocks_slope(x, blocks[post]), growth, start, span,
-        max(1.0, idx[-1] - first),
+        max(1.0, idx[-1] - first), _in_use_slope(idx, rss, in_use, start),
     )
 
 
@@ -67,6 +73,15 @@ def _blocks_slope(x: np.ndarray, blocks: np.ndarray) -> float:
     signal, not read in between)."""
     read = blocks >= 0
     return robust_slope(x[read], blocks[read])
+
+
+def _in_use_slope(idx: np.ndarray, rss: np.ndarray, in_use: np.ndarray, start: float) -> float | None:
+    """malloc's bytes in use per iteration since ``start``, where read (at checkpoints; at least
+    MIN_IN_USE_READINGS of them) and glibc serves the heap (verdict.growth.is_the_heap)."""
+    read = (in_use >= 0) & (idx >= start)
+    if read.sum() < MIN_IN_USE_READINGS or not is_the_heap(in_use[read], rss[idx >= start]):
+        return None
+    return robust_slope(idx[read], in_use[read])
 
 
 def _plateau_rise(v: Verdict, idx: np.ndarray, blocks: np.ndarray) -> Growth:

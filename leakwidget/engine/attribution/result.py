@@ -136,6 +136,7 @@ class Attribution:
     native_slope: float = 0.0  # RSS slope − Python slope
     rss_slope: float = 0.0
     reclaimed_bytes: int | None = None  # RSS that malloc_trim(0) handed back (None: not measured)
+    in_use_slope: float | None = None  # glibc malloc's bytes in use / iteration (None: not read)
     growth_bytes: float = 0.0  # the growth being attributed (trend over the leak, else total)
     python_source: str = ""  # which estimate the Python slope came from (FROM_*)
     blocks_slope: float = 0.0  # pymalloc blocks / iteration
@@ -176,6 +177,7 @@ class Attribution:
             "native_slope": num(self.native_slope),
             "rss_slope": num(self.rss_slope),
             "reclaimed_bytes": self.reclaimed_bytes,
+            "in_use_slope": num(self.in_use_slope),
             "growth_bytes": num(self.growth_bytes),
             "python_source": self.python_source,
             "blocks_slope": num(self.blocks_slope),
@@ -229,6 +231,8 @@ class Attribution:
                 *([["  of which native buffers they own", format_bytes(self.buffer_slope, signed=True)]]
                   if self.names_buffers else []),
                 ["native (the rest)", format_bytes(self.native_slope, signed=True)],
+                *([["malloc's bytes in use", format_bytes(self.in_use_slope, signed=True)]]
+                  if self.in_use_slope is not None and self.growth_of != "plateau" else []),
             ],
         )]
         if self.reclaimed_bytes is not None:
