@@ -147,9 +147,9 @@ def _classify(att: Attribution, g: Growth, python_growth: float, reclaimed: int,
     else:
         alive = sized_blocks and python_growth >= 0.5 * growth and python_growth > reclaimed
     # Bytes in use that grew with RSS are memory handed out and not given back, whatever the
-    # trim returns beside it: each `for b in ds` pass over a dataset kept ~0.8 KiB of
-    # TensorFlow's iterator state (bytes in use +809 B an iteration, RSS +1.0 KiB), and the
-    # trim's 1.6-3.0 MiB of free memory made it "Allocator retention, not your code".
+    # trim returns beside it: each `for b in ds` pass over a dataset kept ~0.7 KiB of
+    # TensorFlow's iterator state (bytes in use +734 B an iteration, RSS +1.0 KiB), and the
+    # trim's 4 MiB of free memory (twice the growth) made it "Allocator retention, not your code".
     held = _held(att)
     if (att.reclaimed_bytes is not None and reclaimed >= RETENTION_SHARE * growth and not alive
             and not held):
