@@ -881,6 +881,22 @@ def test_bytes_in_use_that_grow_with_rss_are_never_allocator_retention():
         assert kept.kind == "allocator", kept.summary
 
 
+def test_a_climbing_verdict_is_never_followed_by_memory_did_not_grow():
+    # "Inconclusive: RSS levelled off ..., but malloc's bytes in use kept rising at their lows"
+    # was followed by "Nothing to attribute: memory did not grow": RSS after the warm-up had
+    # grown too little to split, while the verdict had just said what is in use still climbs.
+    from leakwidget.engine.attribution.decide import Evidence, attribute
+    from leakwidget.engine.attribution.growth import Growth
+
+    growth = Growth("inconclusive", rss_slope=900.0, blocks_slope=0.0, bytes=300 * 1024.0,
+                    start=20, span=400, run=420, climbing=True)
+    att = attribute(Evidence(growth))
+    assert att.kind == "none" and "did not grow" not in att.summary, att.summary
+    assert "kept climbing" in att.summary and "+300 KiB" in att.summary, att.summary
+    flat = attribute(Evidence(dataclasses.replace(growth, climbing=False)))
+    assert "memory did not grow" in flat.summary
+
+
 def test_a_block_count_sized_by_the_census_outweighs_a_smaller_trim():
     # Lesson 2's dict filled from tf.py_function calls in eight threads (CI): 4,135 blocks of
     # 32 B an iteration for 131 KiB of RSS; the census, which misses untracked floats, saw

@@ -77,10 +77,17 @@ def attribute(ev: Evidence) -> Attribution:
         python_growth = max(att.python_slope, 0.0) * g.run
     if not g.grew:
         att.kind = "none"
-        att.summary = (
-            f"Nothing to attribute: memory did not grow ({g.verdict}, "
-            f"{format_bytes(g.bytes, signed=True)} over the run)."
-        )
+        if g.climbing:  # the verdict says what is in use still climbs: no "did not grow"
+            att.summary = (
+                f"Nothing to attribute yet: RSS grew {format_bytes(g.bytes, signed=True)} after "
+                "the warm-up, too little to split, while what is in use kept climbing behind "
+                "it (the verdict); a longer run attributes it."
+            )
+        else:
+            att.summary = (
+                f"Nothing to attribute: memory did not grow ({g.verdict}, "
+                f"{format_bytes(g.bytes, signed=True)} over the run)."
+            )
         return att
     _classify(att, g, python_growth, _reclaimed(att, ev), ev.bytes_per_block is not None)
     if ev.cause:  # the named cause first: it says what to change

@@ -29,6 +29,7 @@ class Growth:
     # glibc malloc's bytes in use / iteration over the same iterations as ``rss_slope`` (None:
     # too few readings, not glibc's heap, or a plateau's rise)
     in_use_slope: float | None = None
+    climbing: bool = False  # the verdict's: RSS flat after a rise, what is in use still climbing
 
     @property
     def grew(self) -> bool:
@@ -64,7 +65,7 @@ def measure_growth(v: Verdict, log: RecordLog) -> Growth | None:
         growth = float(rss[-1] - rss[post][0])
     return Growth(
         v.kind, rss_slope, _blocks_slope(x, blocks[post]), growth, start, span,
-        max(1.0, idx[-1] - first), _in_use_slope(idx, rss, in_use, start),
+        max(1.0, idx[-1] - first), _in_use_slope(idx, rss, in_use, start), v.climbing,
     )
 
 
