@@ -143,19 +143,23 @@ def _no_process_outlives_its_test():
 
 
 @pytest.fixture(autouse=True)
-def _the_interrupt_handler_is_put_back():
-    """SIGINT's handler is the one the test found: a watch that left its own (the one that
-    notes and ignores interrupts while a result is made) would leave a kernel deaf to Ctrl-C,
-    and the next test's interrupt unheard (seen once in make check: two interrupt tests ran
-    to their budget)."""
+def _sigint_as_in_a_plain_process():
+    """Each test starts with SIGINT's handler as a plain ``python`` has it (it raises
+    KeyboardInterrupt), and gets the one it found back after. A suite started as a background
+    job (``make test &``, a runner's ``setsid … &``) inherits SIGINT ignored: the tests of Ctrl-C
+    in this process then heard nothing, or only after a notebook test's kernel client had put
+    Python's default back (make check; run 46a). A handler of leakwidget's own left in place
+    fails the test: a watch must put back what it found (one that notes and ignores interrupts
+    while a result is made would leave a kernel deaf to Ctrl-C)."""
     import signal
 
     before = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     after = signal.getsignal(signal.SIGINT)
-    if after is not before and after != before:
-        signal.signal(signal.SIGINT, before)
-        pytest.fail(f"the test left SIGINT's handler {after!r} (it found {before!r})", pytrace=False)
+    signal.signal(signal.SIGINT, before)
+    if str(getattr(after, "__module__", "")).startswith("leakwidget"):
+        pytest.fail(f"the test left leakwidget's SIGINT handler {after!r} in place", pytrace=False)
 
 
 @pytest.fixture(autouse=True)
