@@ -108,6 +108,26 @@ def test_a_python_leak_is_judged_by_its_objects_not_by_the_rss_creep_around_it(m
         assert result.outside
 
 
+def test_a_configuration_whose_objects_pile_up_reproduces_a_python_leak_before_its_rss_shows_it():
+    # Beside a CPU hog (run 46c) the configuration with only the leaking stage on read RSS flat
+    # in its 1.5 s ("inconclusive, 0 B": it reused memory freed before), and the search named
+    # that stage together with one that does nothing. Its Python blocks grew as the baseline's.
+    ids = ["grow@1", "passthrough@2"]
+    stage_list = [Stage(id=i, kind="user", site=i.split("@")[1], toggleable=True) for i in ids]
+    b = Bisector()
+    while (config := b.next_configuration()) is not None:
+        on = set(ids) if config.on is None else set(config.on)
+        baseline = config.on is None
+        leaking = "grow@1" in on
+        verdict = (Verdict("leak", slope=150 * 1024.0) if baseline
+                   else Verdict("inconclusive") if leaking else Verdict("stable"))
+        python = (1024.0, 1000.0) if leaking else (0.2, -0.3)
+        b.report(config, Observed(verdict, stages=stage_list, python_slope=python[0], python_low=python[1]))
+    result = b.result()
+    assert result.culprit_ids == ["grow@1"], str(result)
+    assert "together" not in result.summary
+
+
 def test_after_a_python_leak_baseline_each_configuration_is_guarded_by_its_objects():
     # The guard that ends a configuration early reads the baseline's Python objects when the
     # leak is theirs (a refactor once read them off the configuration and raised instead).

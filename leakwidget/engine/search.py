@@ -25,8 +25,9 @@ A configuration "reproduces" the leak when its own verdict is ``leak`` **and** i
 least ``slope_ratio`` (default ½) of the baseline's: a stage whose removal only slows the
 growth down is not the cause. When the baseline's leak is one of Python objects (the
 allocator's block count grows significantly and explains at least a quarter of the RSS slope),
-the yardstick is that block slope instead: it is exact, whereas RSS also carries TensorFlow's
-own slow creep when a pipeline is rebuilt every iteration, which no stage toggle removes. Each
+the yardstick is that block slope instead (significant, and whatever RSS's verdict says yet): it
+is exact, whereas RSS also carries TensorFlow's own slow creep when a pipeline is rebuilt every
+iteration, which no stage toggle removes, and lags objects that reuse memory freed before. Each
 configuration runs until its verdict is confident, capped at ``seconds_per_config``; "below
 the yardstick" is not concluded while glibc's count of bytes handed out still grows at its rate
 (RSS lags a leak that refills memory the previous configuration freed).
@@ -394,10 +395,14 @@ class Bisector(_HandsOutAhead):
         verdict, base = observed.verdict, self._baseline.observed
         if self.plateau:
             return rises_as_high(verdict, base.verdict, self.slope_ratio)
+        if observed.python_slope is not None and self.python_leak():
+            # The exact count decides, whatever RSS shows yet: beside a CPU hog a stage's 1,024
+            # objects an iteration, alone on for 1.5 s, reused memory freed before ("inconclusive,
+            # 0 B"), and the search named it only together with a stage that does nothing.
+            return ((observed.python_low or 0.0) > 0
+                    and observed.python_slope >= self.slope_ratio * base.python_slope)
         if verdict.kind != "leak":
             return False
-        if observed.python_slope is not None and self.python_leak():
-            return observed.python_slope >= self.slope_ratio * base.python_slope
         return verdict.slope >= self.slope_ratio * base.verdict.slope
 
     def _advance(self, answer: bool | None) -> None:
