@@ -395,12 +395,8 @@ class Bisector(_HandsOutAhead):
         verdict, base = observed.verdict, self._baseline.observed
         if self.plateau:
             return rises_as_high(verdict, base.verdict, self.slope_ratio)
-        if observed.python_slope is not None and self.python_leak():
-            # The exact count decides, whatever RSS shows yet: beside a CPU hog a stage's 1,024
-            # objects an iteration, alone on for 1.5 s, reused memory freed before ("inconclusive,
-            # 0 B"), and the search named it only together with a stage that does nothing.
-            return ((observed.python_low or 0.0) > 0
-                    and observed.python_slope >= self.slope_ratio * base.python_slope)
+        if observed.python_slope is not None and self.python_leak():  # whatever RSS says yet
+            return (observed.python_low or 0.0) > 0 and observed.python_slope >= self.slope_ratio * base.python_slope
         if verdict.kind != "leak":
             return False
         return verdict.slope >= self.slope_ratio * base.verdict.slope
