@@ -13,8 +13,13 @@ VerdictKind = Literal["leak", "plateau", "stable", "inconclusive"]
 VERDICT_KINDS: tuple[VerdictKind, ...] = get_args(VerdictKind)
 
 # "copy-on-write": forked workers copying what they share with their parent (engine/copying.py).
-AttributionKind = Literal["python", "native", "allocator", "copy-on-write", "none"]
+# "garbage": objects left unreachable in reference cycles, awaiting the cycle collector.
+AttributionKind = Literal["python", "native", "allocator", "garbage", "copy-on-write", "none"]
 ATTRIBUTION_KINDS: tuple[AttributionKind, ...] = get_args(AttributionKind)
+# Growth the program does not keep: memory the allocator holds after it was freed, or garbage
+# the collector has yet to free. A leak verdict with one of these reads "Growing, but not a
+# leak of your code".
+NOT_KEPT: tuple[AttributionKind, ...] = ("allocator", "garbage")
 
 # Why a watch ended: its budget ("iterations", "seconds"), a confident verdict, the user
 # (an interrupt, or Stop in a view: "stopped"), the step's exception, the memory guard, the

@@ -22,7 +22,7 @@ from .attribution import Attribution, DeviceMemory
 from .children import ChildResult
 from .copying import CopyOnWrite, tree_sentence
 from .environment import environment
-from .kinds import StopReason
+from .kinds import NOT_KEPT, StopReason
 from .records import FIELDS, IterationRecord, RecordLog
 from .spec import WatchSpec
 from .units import rss_travel
@@ -146,10 +146,11 @@ class WatchResult:
     # -- display -------------------------------------------------------------------------
     @property
     def retention(self) -> bool:
-        """RSS grew like a leak, but the attribution found memory the allocator keeps (freed by
-        the program, handed back by malloc_trim): not a leak of the user's code."""
+        """RSS grew like a leak, but the attribution found memory the program does not keep
+        (kinds.NOT_KEPT): memory the allocator keeps (freed by the program, handed back by
+        malloc_trim), or garbage awaiting the cycle collector: not a leak of the user's code."""
         return (self.verdict.kind == "leak" and self.attribution is not None
-                and self.attribution.kind == "allocator")
+                and self.attribution.kind in NOT_KEPT)
 
     @property
     def copying(self) -> bool:

@@ -27,6 +27,7 @@ import numpy as np
 from ..stages import Stage, StageSession, session
 from . import sampler
 from .attribution import Tracker, find_step_code
+from .attribution.garbage import Phase
 from .budget import Budget, planned_seconds
 from .children import WithChildren, child_results
 from .copying import as_attribution, copy_on_write, tree_growth
@@ -166,6 +167,7 @@ class Watch:
         self._switch_interval: float | None = None
         self._t0 = 0.0
         self._loop_t0: float | None = None  # when the first iteration began: -t counts from here
+        self._measured_t: float | None = None  # when the measured run ended, phases after it began
         self._headroom: int | None = None
         self._next_verdict_t = -math.inf
         self._budget: Budget | None = None
@@ -189,7 +191,9 @@ class Watch:
 
     @property
     def elapsed(self) -> float:
-        return time.perf_counter() - self._t0 if self._t0 else 0.0
+        """Seconds of the measured run (the tracker's phases after it are not counted)."""
+        end = self._measured_t if self._measured_t is not None else time.perf_counter()
+        return end - self._t0 if self._t0 else 0.0
 
     @property
     def looping(self) -> float:
@@ -220,10 +224,8 @@ class Watch:
             step = _run_setup(self)
             self._loop_t0 = time.perf_counter()
             await _measured_loop(self, step, pause)
-            if (self.tracker is not None and self.tracker.defers_tracing
-                    and self.stopped in ("iterations", "seconds", "confident")):
-                if (failed := await traced_phase(self, step, pause)) is not None:
-                    self._stop_on(failed)
+            if self.tracker is not None and self.stopped in ("iterations", "seconds", "confident"):
+                await phases_after(self, step, pause)
         except (KeyboardInterrupt, asyncio.CancelledError):
             self.stopped = self.stopped or "interrupted"
         finally:
@@ -429,6 +431,9 @@ def _result_of(watch: Watch) -> WatchResult:
     if watch.stopped == "memory-guard" and guard is not None and guard.reason:
         notes.append(f"Stopped by the memory guard: {guard.reason}.")
     t, v = watch._sampler.series() if watch._sampler is not None else (np.zeros(0), np.zeros(0))
+    if watch._measured_t is not None:  # the phases' samples are no part of the run drawn
+        keep = t <= watch._measured_t - watch._t0
+        t, v = t[keep], v[keep]
     members = watch.source.members
     result = WatchResult(
         spec=watch.spec, verdict=watch.verdict, stopped=watch.stopped, error=watch.error,
@@ -531,30 +536,39 @@ def _bracketed(fn: Callable[[], T], guard: MemoryGuard, interrupts: Interrupts) 
         guard.leave_step()
 
 
-async def traced_phase(watch: Watch, step: Callable[[], object], pause: Pause) -> BaseException | None:
-    """--trace after the measured run: the step again under tracemalloc,
-    for as long as the run took at most (and as many iterations), at least the tracker's
-    minimum; the exception that ended it, if one did. Nothing is recorded: the verdict reads the
-    measured run. (Why not trace the measured run itself: see attribution/trace.py.)"""
-    tracker = watch.tracker
-    plan = tracker.traced_phase(watch.log, watch.looping)
+async def phases_after(watch: Watch, step: Callable[[], object], pause: Pause) -> None:
+    """The tracker's phases after the measured run, in turn, until one fails (the watch then
+    says how it ended); the run's seconds and samples end where they begin."""
+    watch._measured_t = time.perf_counter()
+    for phase in watch.tracker.phases():
+        if (failed := await phase_after(watch, phase, step, pause)) is not None:
+            watch._stop_on(failed)
+            return
+
+
+async def phase_after(watch: Watch, phase: Phase, step: Callable[[], object],
+                      pause: Pause) -> BaseException | None:
+    """A phase after the measured run (the tracker's: garbage.py, trace.py): the step again,
+    as many iterations and seconds as the phase plans; the exception that ended it, if one
+    did. Nothing is recorded: the verdict reads the measured run."""
+    plan = phase.plan_phase(watch.log, watch.looping)
     if plan is None:
         return None
     least, most, seconds = plan
     deadline = time.perf_counter() + seconds
-    tracker.begin_traced_phase()
+    phase.begin_phase()
     done = 0
     try:
         while (done < most and (done < least or time.perf_counter() < deadline)
                and watch._stop_request is None):
             _bracketed(step, watch._guard, watch._interrupts)
             done += 1
-            tracker.on_traced_iteration()
+            phase.on_phase_iteration()
             await pause()
     except BaseException as exc:  # the run's result stands; the watch says how the phase ended
-        tracker.end_traced_phase(exc)
+        phase.end_phase(exc)
         return exc
-    tracker.end_traced_phase(None)
+    phase.end_phase(None)
     return None
 
 

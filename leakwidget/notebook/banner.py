@@ -118,7 +118,8 @@ def verdict_headline(v: Verdict, kind: str) -> str:
 
 def shown_kind(result: WatchResult) -> str:
     """The kind the banner shows: the verdict's, "retention" for a leak of memory the
-    allocator keeps (the attribution found that malloc_trim hands most of it back), or
+    program does not keep (the allocator's, handed back by malloc_trim, or garbage awaiting
+    the cycle collector: kinds.NOT_KEPT), or
     "plateau" for workers copying what they share (bounded by it: a plateau per worker)."""
     if result.copying:
         return "plateau"
@@ -138,6 +139,9 @@ def final_banner(result: WatchResult) -> Banner:
     cols = {k: np.asarray(result.column(k), dtype=float) for k in ("index", "end")}
     sec = pace(cols["index"], cols["end"], float(v.onset if v.onset is not None else v.warmup))
     headline = result.copy_on_write.headline if result.copying else verdict_headline(v, kind)
+    if kind == "retention" and result.attribution.kind == "garbage":
+        headline = (f"Growing: garbage awaiting Python's cycle collector, not kept by your code "
+                    f"({format_bytes(v.slope, signed=True)}/iteration)")
     if result.error is not None:
         headline = f"The step raised {type(result.error).__name__} after {result.iteration_count:,} iterations"
     details = [_verdict_sentence(result, kind)]

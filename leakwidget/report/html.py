@@ -24,6 +24,7 @@ from typing import Protocol
 
 import numpy as np
 
+from ..engine.kinds import NOT_KEPT
 from ..engine.units import format_bytes, format_duration, rss_travel
 from ..engine.verdict import Verdict, retention_summary
 from .chart import projection_text, render_svg
@@ -91,10 +92,10 @@ class SavedRun:
         self.samples = samples.reshape(-1, 2) if samples.size else np.zeros((0, 2))
         self._rows = doc.get("iterations") or []
         self.children = [SavedChild.of(c) for c in doc.get("children") or []]
-        # Growth the attribution found the allocator keeps is not called a leak (as on the
-        # dashboard and in str(result)).
+        # Growth the attribution found the program does not keep (the allocator's, garbage) is
+        # not called a leak (as on the dashboard and in str(result)).
         self.retention = (self.verdict.kind == "leak"
-                          and (doc.get("attribution") or {}).get("kind") == "allocator")
+                          and (doc.get("attribution") or {}).get("kind") in NOT_KEPT)
         summary = self.verdict.summary or self.verdict.kind
         self.summary = retention_summary(summary) if self.retention else summary
         # Forked workers copying what they share are the story (result.copying, saved).
@@ -188,6 +189,13 @@ def _charts_section(run: SavedRun) -> str:
     return f'<h2>Memory and step time</h2>\n<div class="chart" id="chart">{chart}</div>'
 
 
+def _garbage_bytes(att: Mapping) -> float | None:
+    """The garbage an iteration left (garbage.py), where the saved form has a number for it."""
+    g = att.get("garbage")
+    b = g.get("bytes") if isinstance(g, Mapping) else None
+    return float(b) if isinstance(b, (int, float)) else None
+
+
 def _attribution_section(att: Mapping | None) -> str:
     if not att:
         return ('<h2>What grows</h2><p class="note">No attribution: this watch saw the process '
@@ -201,6 +209,8 @@ def _attribution_section(att: Mapping | None) -> str:
             ["native (the rest)", format_bytes(att.get("native_slope") or 0, signed=True)],
             *([["malloc's bytes in use", format_bytes(att["in_use_slope"], signed=True)]]
               if att.get("in_use_slope") is not None and att.get("growth_of") != "plateau" else []),
+            *([["garbage awaiting the cycle collector", format_bytes(att["garbage"]["bytes"])]]
+              if _garbage_bytes(att) is not None and att.get("growth_of") != "plateau" else []),
         ], numeric=(1,)))
         if att.get("reclaimed_bytes") is not None:
             out.append(f'<p class="note">malloc_trim(0) handed back {format_bytes(att["reclaimed_bytes"])} '

@@ -148,6 +148,9 @@ class Attribution:
     top_sites: list[SiteGrowth] = field(default_factory=list)
     lines: list[LineGrowth] = field(default_factory=list)
     gpu: dict | None = None
+    # garbage.py's phase: what an iteration leaves to the cycle collector (objects, bytes, types
+    # per iteration; the oldest generation's size; None: no phase ran)
+    garbage: dict | None = None
     native_sites: list[NativeSite] = field(default_factory=list)  # native=True: biggest first
     native_window: tuple[int, int] | None = None  # iterations memray traced (first, last)
     paths: list[RefPath] = field(default_factory=list)  # what keeps the growing types alive
@@ -189,6 +192,7 @@ class Attribution:
             "top_sites": [s.to_dict() for s in self.top_sites],
             "lines": [ln.to_dict() for ln in self.lines],
             "gpu": self.gpu,
+            "garbage": self.garbage,
             "native_sites": [n.to_dict() for n in self.native_sites],
             "native_window": list(self.native_window) if self.native_window else None,
             "paths": [p.to_dict() for p in self.paths],
@@ -233,6 +237,8 @@ class Attribution:
                 ["native (the rest)", format_bytes(self.native_slope, signed=True)],
                 *([["malloc's bytes in use", format_bytes(self.in_use_slope, signed=True)]]
                   if self.in_use_slope is not None and self.growth_of != "plateau" else []),
+                *([["garbage awaiting the cycle collector", format_bytes(self.garbage["bytes"])]]
+                  if self.garbage is not None and self.growth_of != "plateau" else []),
             ],
         )]
         if self.reclaimed_bytes is not None:

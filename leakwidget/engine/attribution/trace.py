@@ -9,7 +9,7 @@ import tracemalloc
 
 import numpy as np
 
-from ..records import IterationRecord
+from ..records import IterationRecord, RecordLog
 from .result import TOP_N, SiteGrowth
 from .series import Series, robust_slope
 
@@ -59,6 +59,17 @@ class Tracing:
         self.phase_ended_by = None
         self._warmup = max(1, warmup)
         return tracemalloc.is_tracing()
+
+    def plan_phase(self, log: RecordLog, seconds: float) -> tuple[int, int, float] | None:
+        """--trace with tracemalloc off, after the measured run: the traced phase's iterations
+        at least (however long they take) and at most, and its seconds at most; None when no
+        iteration finished. Every verdict gets one, "stable" too: a short run of a small leak
+        that fills memory the heap already held reads stable, and --trace is asked for to see
+        the sites all the same."""
+        if not (self.deferred and log.n):
+            return None
+        least = PHASE_WARMUP + PHASE_MIN_ITERATIONS
+        return least, max(least, log.total), PHASE_SHARE * seconds
 
     def begin_phase(self) -> None:
         """The traced phase starts (the measured run is over)."""

@@ -16,6 +16,7 @@ from ..verdict import Verdict
 from .allocator import Retention
 from .census import CensusGrowth, ObjectCensus
 from .decide import Evidence, attribute
+from .garbage import Garbage, Phase
 from .gpu import DeviceMemory, GpuMemory
 from .growth import Growth, measure_growth
 from .holders import cause as holder_cause
@@ -25,7 +26,7 @@ from .native import NativeStacks
 from .paths import find_paths
 from .result import Attribution, RefPath
 from .retracing import Retracing
-from .trace import PHASE_MIN_ITERATIONS, PHASE_SHARE, PHASE_WARMUP, Tracing
+from .trace import PHASE_WARMUP, Tracing
 
 # Share of the run's wall time the baseline object census may take (default mode). Without it a
 # leak of NumPy arrays or bytes (invisible to the block count) reads as native memory: a wrong
@@ -81,6 +82,7 @@ class Tracker:
     def _reset(self) -> None:
         self._done = 0  # iterations finished
         self._retention = Retention()
+        self._garbage = Garbage()
         self._census = ObjectCensus(self.census, self.budget)
         self._tracing = Tracing()
         self._lines = LineReport()
@@ -144,31 +146,10 @@ class Tracker:
             return fn
         return self._lines.wrap(fn, code)
 
-    @property
-    def defers_tracing(self) -> bool:
-        """--trace with tracemalloc off: the sites are traced after the measured run."""
-        return self._tracing.deferred
-
-    def traced_phase(self, log: RecordLog, seconds: float) -> tuple[int, int, float] | None:
-        """--trace with tracemalloc off, after the measured run: the traced phase's iterations
-        at least (however long they take) and at most, and its seconds at most; None when no
-        iteration finished. Every verdict gets one, "stable"
-        too: a short run of a small leak that fills memory the heap already held reads stable,
-        and --trace is asked for to see the sites all the same."""
-        if not (self._tracing.deferred and log.n):
-            return None
-        least = PHASE_WARMUP + PHASE_MIN_ITERATIONS
-        return least, max(least, log.total), PHASE_SHARE * seconds
-
-    def begin_traced_phase(self) -> None:
-        self._tracing.begin_phase()
-
-    def on_traced_iteration(self) -> None:
-        self._tracing.on_phase_iteration()
-
-    def end_traced_phase(self, exc: BaseException | None) -> None:
-        """The traced phase is over (``exc``: what stopped it early)."""
-        self._tracing.end_phase(exc)
+    def phases(self) -> tuple[Phase, ...]:
+        """What runs the step again after the measured run, in turn (the watch drives them,
+        nothing recorded): the garbage phase (garbage.py), then --trace's (trace.py)."""
+        return (self._garbage, self._tracing)
 
     def on_iteration(self, record: IterationRecord) -> None:
         """After each iteration, when ``hooked`` (the watch's loop skips the call otherwise)."""
@@ -213,7 +194,7 @@ class Tracker:
     def _evidence(self, verdict: Verdict, log: RecordLog) -> Evidence:
         """Ask each collector what it saw; the order matters (see the comments)."""
         notes = [*self._retention.notes, *self._lines.notes, *self._gpu.notes,
-                 *filter(None, [self._lines.sampling_note()])]
+                 *filter(None, [self._lines.sampling_note(), self._garbage.note()])]
         lines, gpu = tuple(self._lines.result()), self._gpu.result()
         growth = measure_growth(verdict, log)
         # memray's window closes (if the run ended inside it) and its file is read after the
@@ -246,7 +227,7 @@ class Tracker:
             growth, tuple(notes), reclaimed, self._census.own_rss, traced_slope,
             census_slope=census_slope, bytes_per_block=census.bytes_per_block,
             censuses=census.checkpoints, top_types=census.top_types, census_outside=census_outside,
-            top_sites=tuple(sites), lines=lines, gpu=gpu, paths=paths,
+            top_sites=tuple(sites), lines=lines, gpu=gpu, paths=paths, garbage=self._garbage.rate,
             native_sites=window.sites if window is not None else (),
             native_window=(window.first, window.last) if window is not None else None,
             cause=" ".join(filter(None, [self._retracing.finish(), holder_cause(paths)])) if growth.grew else "",

@@ -1,0 +1,196 @@
+"""Garbage awaiting the cycle collector: objects the step left unreachable in reference cycles.
+
+CPython frees an object when its last reference goes, unless it sits in a reference cycle:
+then only the cyclic collector frees it. Objects that outlived two young collections (any
+object alive while a long step ran: a Keras ``fit`` or ``predict`` allocates thousands) are
+in the oldest generation, which is collected in full only once the objects that reached it
+since the last full collection number a quarter of those that were there then. With
+TensorFlow and Keras loaded that is ~90,000 objects: garbage of a few dozen objects an
+iteration piles up for thousands of iterations, and RSS climbs like a leak. Measured: a
+``model.fit`` of one small batch in a loop, RSS +16 KiB and ~40 objects an iteration; with
+``gc.collect()`` every 50 iterations flat; a watch said "Leak +21.9 KiB per iteration", and a
+path to the objects from ``numbers.Complex._abc_impl``.
+
+The measure is a phase after the measured run, between two full collections (the run itself
+never pays for them): the first one clears what the run left (and says whether any garbage is
+worth a phase: at least a quarter of the run's recent RSS rate); then the step runs a few more
+times; the second one, saving what it finds (``gc.DEBUG_SAVEALL``) to count and size it
+before freeing it, measures the garbage those iterations made. Only the garbage an iteration
+makes, against the verdict's rate, can say the growth is garbage: one-off garbage left by a
+warm-up (a first trace) freed at the end would pass for it if the run's end were measured.
+"""
+
+from __future__ import annotations
+
+import collections
+import gc
+import sys
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from ..records import RecordLog
+from ..sampler import malloc_in_use
+from ..units import format_bytes
+from .series import robust_slope
+from .sizes import type_name
+
+GATE_RISE = 64 << 10  # RSS rising by this much over the run's second half, at least …
+GATE_SHARE = 0.25  # garbage at the run's end worth a phase: this share of the recent RSS rate
+PHASE_SHARE = 0.2  # the phase lasts at most this share of the measured run's time …
+PHASE_MIN_ITERATIONS = 3  # … but at least this many iterations
+SMALL_OBJECT = 512  # pymalloc serves objects up to this size (bigger ones count in malloc's)
+BLOCK_BYTES = 64  # a pymalloc block, for counts of blocks not otherwise sized (its common size)
+
+
+class Phase(Protocol):
+    """Iterations after the measured run, for evidence the run itself must not pay for."""
+
+    def plan_phase(self, log: RecordLog, seconds: float) -> tuple[int, int, float] | None:
+        """(least, most) iterations and seconds at most; None: no phase."""
+
+    def begin_phase(self) -> None: ...
+    def on_phase_iteration(self) -> None: ...
+    def end_phase(self, exc: BaseException | None) -> None: ...
+
+
+@dataclass(frozen=True)
+class Collected:
+    """What one full collection found unreachable and freed."""
+
+    objects: int  # unreachable objects it found
+    bytes: int  # what freeing them gave back: pymalloc's objects plus malloc's bytes in use
+    types: tuple[tuple[str, int], ...] = ()  # the commonest types among them, with counts
+
+
+@dataclass(frozen=True)
+class GarbageRate:
+    """What an iteration of the step leaves, measured in the phase between two collections."""
+
+    iterations: int  # of the phase
+    objects: float  # unreachable objects / iteration
+    bytes: float  # their bytes / iteration
+    live: float | None  # bytes / iteration the heap kept after the second collection (None:
+    # malloc's bytes in use unreadable, so memory outside Python's heap could not be counted)
+    types: tuple[tuple[str, float], ...]  # the commonest types of garbage, objects / iteration
+    long_lived: int  # objects in the oldest generation after the full collection
+    full_collections: int  # full collections Python ran itself during the phase
+
+    def to_dict(self) -> dict:
+        return {"iterations": self.iterations, "objects": self.objects, "bytes": self.bytes,
+                "live": self.live, "types": [list(t) for t in self.types],
+                "long_lived": self.long_lived, "full_collections": self.full_collections}
+
+
+def until_full_collection(long_lived: int, per_iteration: float) -> float | None:
+    """Iterations until Python's own full collection when ``per_iteration`` objects reach the
+    oldest generation each, at most (other objects reaching it bring it sooner): CPython
+    collects it in full once a quarter of ``long_lived`` have; None where that is not the rule
+    (3.14 collects the old generation incrementally)."""
+    if sys.version_info >= (3, 14) or per_iteration <= 0:
+        return None
+    return long_lived / 4 / per_iteration
+
+
+def heap() -> tuple[int, int | None]:
+    """(pymalloc blocks, malloc's bytes in use or None): what the heap holds, free memory the
+    allocators keep not counted."""
+    return sys.getallocatedblocks(), malloc_in_use()
+
+
+def held_since(before: tuple[int, int | None]) -> int | None:
+    """Bytes the heap holds now more than at ``before`` (blocks at BLOCK_BYTES); None when
+    malloc's bytes in use cannot be read."""
+    blocks, in_use = heap()
+    if in_use is None or before[1] is None:
+        return None
+    return (blocks - before[0]) * BLOCK_BYTES + in_use - before[1]
+
+
+def collect_and_measure(save: bool) -> Collected:
+    """A full collection and what it freed; ``save``: count and size what it found first."""
+    before = heap()
+    if not save:
+        found = gc.collect()
+        return Collected(found, -(held_since(before) or 0))
+    debug, first = gc.get_debug(), len(gc.garbage)
+    gc.set_debug(debug | gc.DEBUG_SAVEALL)
+    try:
+        found = gc.collect()
+    finally:
+        gc.set_debug(debug)
+    saved = gc.garbage[first:]
+    del gc.garbage[first:]
+    types = collections.Counter(type_name(type(o)) for o in saved).most_common(3)
+    small = sum(s for s in (sys.getsizeof(o, 0) for o in saved) if s <= SMALL_OBJECT)
+    del saved
+    gc.collect()  # frees them (their finalizers ran in the first one)
+    blocks, in_use = heap()
+    native = max(0, before[1] - in_use) if in_use is not None and before[1] is not None else 0
+    return Collected(found, small + native, tuple(types))
+
+
+class Garbage:
+    """The garbage phase (:meth:`plan_phase`, :meth:`begin_phase`, :meth:`on_phase_iteration`,
+    :meth:`end_phase`: the phase protocol the watch drives, as trace.py's)."""
+
+    def __init__(self) -> None:
+        self.rate: GarbageRate | None = None
+        self.ended_by: BaseException | None = None
+        self._done = 0
+        self._full0 = 0
+        self._heap0: tuple[int, int | None] = (0, None)
+
+    def plan_phase(self, log: RecordLog, seconds: float) -> tuple[int, int, float] | None:
+        """After the measured run: the phase's (least, most) iterations and its seconds at
+        most, or None when there is nothing to measure (RSS not rising at the end, or too
+        little garbage left for it to matter). Its first full collection is made here."""
+        self.rate, self.ended_by, self._done = None, None, 0
+        if log.n < 8:
+            return None
+        idx, rss = (np.asarray(log.column(k), dtype=float) for k in ("index", "rss"))
+        half = idx.size // 2
+        rate = robust_slope(idx[half:], rss[half:])
+        if rate * (idx[-1] - idx[half]) < GATE_RISE:
+            return None
+        left = collect_and_measure(save=False)
+        if left.bytes < GATE_SHARE * rate * max(1.0, idx[-1] - idx[0]):
+            return None
+        self._full0 = gc.get_stats()[2]["collections"]
+        self._heap0 = heap()
+        return PHASE_MIN_ITERATIONS, max(PHASE_MIN_ITERATIONS, log.total), PHASE_SHARE * seconds
+
+    def begin_phase(self) -> None:
+        self._done = 0
+
+    def on_phase_iteration(self) -> None:
+        self._done += 1
+
+    def end_phase(self, exc: BaseException | None) -> None:
+        """The phase is over: the second full collection measures what its iterations left."""
+        self.ended_by = exc
+        if not self._done:
+            return
+        full = gc.get_stats()[2]["collections"] - self._full0
+        got = collect_and_measure(save=not gc.get_debug() & gc.DEBUG_SAVEALL)  # (not the user's list)
+        n, live = self._done, held_since(self._heap0)
+        self.rate = GarbageRate(n, got.objects / n, got.bytes / n,
+                                None if live is None else live / n,
+                                tuple((t, c / n) for t, c in got.types),
+                                len(gc.get_objects(generation=2)), full)
+
+    def note(self) -> str:
+        """How the rate was measured (empty when no phase ran)."""
+        if self.rate is None:
+            return ""
+        r = self.rate
+        ended = ("" if self.ended_by is None else
+                 f" The phase stopped early: {type(self.ended_by).__name__}.")
+        own = (f" Python ran {r.full_collections} full collection(s) of its own meanwhile: "
+               "the figure is a lower bound." if r.full_collections else "")
+        kept = ("" if r.live is None else
+                f", and the heap kept {format_bytes(r.live, signed=True)} an iteration past them")
+        return (f"Garbage in reference cycles was measured over {r.iterations} more iterations "
+                f"after the run, between two full collections: {r.objects:,.1f} unreachable "
+                f"objects ({format_bytes(r.bytes)}) an iteration{kept}.{own}{ended}")

@@ -1,0 +1,104 @@
+"""Garbage awaiting the cycle collector is told from a leak (engine/attribution/garbage.py).
+
+A step whose objects end up unreachable in reference cycles, after they lived long enough to
+reach the oldest generation (as anything alive while a long step such as ``model.fit`` runs),
+makes RSS climb like a leak until Python's next full collection. The watch measures, after the
+run, what an iteration leaves to the collector and what the heap keeps past it.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+
+import pytest
+
+import leakwidget
+from leakwidget.engine.attribution.decide import Evidence, attribute
+from leakwidget.engine.attribution.garbage import GarbageRate
+from leakwidget.engine.attribution.growth import Growth
+
+PAYLOAD = 8192  # bytes each iteration's node owns: served by malloc, freed with the node
+
+
+@pytest.fixture
+def large_heap():
+    """A heap of half a million long-lived objects, as TensorFlow and Keras make: Python then
+    collects its oldest generation in full only after ~125,000 more objects reach it, far past
+    what these runs add, so their garbage piles up as in a training process."""
+    ballast = [[] for _ in range(500_000)]
+    gc.collect()
+    yield
+    del ballast
+    gc.collect()
+
+
+def _node() -> dict:
+    node = {"payload": bytearray(PAYLOAD)}
+    node["self"] = node  # a reference cycle: only the collector frees it
+    gc.collect(1)  # it outlives the young collections a long step runs, into the oldest generation
+    return node
+
+
+@pytest.mark.slow
+def test_cycles_each_iteration_leaves_behind_are_garbage_not_a_leak(large_heap):
+    r = leakwidget.watch(_node, iterations=3000, widget=False)
+    att = r.attribution
+    assert r.verdict.kind == "leak", r.summary  # RSS does climb, as a leak's would
+    assert att.kind == "garbage", str(att)
+    assert r.summary.startswith("Growing, but not a leak of your code"), r.summary
+    assert att.garbage["objects"] >= 1  # the node, each iteration
+    assert att.garbage["bytes"] >= PAYLOAD  # with its payload
+    assert att.garbage["live"] < 0.5 * PAYLOAD  # and nothing kept past it
+    assert "gc.collect()" in att.summary and "reference cycles" in att.summary
+    assert gc.get_debug() == 0 and not gc.garbage  # the measure left the collector as it was
+    # The dashboard's headline and the saved report say it too.
+    from leakwidget.notebook.banner import final_banner
+    from leakwidget.report.saved import check_saved
+
+    assert "garbage awaiting" in final_banner(r).headline, final_banner(r).headline
+    doc = json.loads(r.to_json())
+    check_saved(doc)
+    assert doc["attribution"]["kind"] == "garbage" and doc["attribution"]["garbage"]["live"] is not None
+    # The phase after the run is not drawn: the samples end with the measured run.
+    assert r.samples[-1, 0] <= r.column("end")[-1] + 0.5
+
+
+@pytest.mark.slow
+def test_cycles_that_are_kept_are_a_leak_of_python_objects(large_heap):
+    kept = []
+
+    def step():
+        kept.append(_node())
+
+    r = leakwidget.watch(step, iterations=3000, widget=False)
+    assert r.verdict.kind == "leak", r.summary
+    assert r.attribution.kind == "python", str(r.attribution)
+    assert r.summary.startswith("Leak"), r.summary
+    # Nothing was left to collect at the end: no phase ran to measure garbage.
+    assert r.attribution.garbage is None
+
+
+def _leak(rss_slope: float) -> Growth:
+    return Growth("leak", rss_slope, blocks_slope=2.0, bytes=rss_slope * 1000, start=10,
+                  span=1000, run=1010, in_use_slope=rss_slope)
+
+
+def _rate(garbage: float, live: float | None) -> GarbageRate:
+    return GarbageRate(iterations=30, objects=40.0, bytes=garbage, live=live,
+                       types=(("dict", 20.0),), long_lived=360_000, full_collections=0)
+
+
+@pytest.mark.parametrize(("garbage", "live", "kind"), [
+    (20_000, 1_000, "garbage"),  # a Keras fit per iteration: garbage, the heap flat past it
+    (20_000, 12_000, "native"),  # half of it kept: a leak beside the garbage
+    (4_000, 0, "native"),  # garbage too small to be the growth
+    (20_000, None, "native"),  # nothing outside Python's heap readable: not concluded
+])
+def test_the_growth_is_garbage_only_when_the_phase_shows_it_and_the_heap_kept_little(garbage, live, kind):
+    att = attribute(Evidence(_leak(20_000.0), garbage=_rate(garbage, live)))
+    assert att.kind == kind, att.summary
+    if kind == "garbage":
+        # 360,000 long-lived objects: a full collection after 90,000 more, 2,250 iterations.
+        assert "90,000 objects" in att.summary and "2,250 iterations" in att.summary, att.summary
+        assert "sawtooth" in att.summary
