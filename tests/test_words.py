@@ -264,3 +264,38 @@ def test_a_creep_under_a_byte_per_iteration_is_said_with_its_numbers() -> None:
     slope, low, high = map(float, m.groups())
     assert 0 < low <= slope <= high, v.summary
     assert slope == pytest.approx(v.slope, rel=0.05) and low == pytest.approx(v.slope_low, rel=0.05)
+
+
+def _fill_then_noise(n: int, seed: int) -> Verdict:
+    """A 21 MiB fill over 16 iterations, then a tail of ±6 MiB noise and no trend."""
+    i = np.arange(n)
+    rng = np.random.default_rng(seed)
+    rss = (500 << 20) + np.minimum(i, 16) * (1.4 * (1 << 20))
+    rss = rss + np.where(i > 16, rng.uniform(-6, 6, n) * (1 << 20), 0)
+    return decide(i, rss, durations=np.full(n, 0.07), headroom=8 * GiB)
+
+
+def test_a_plateau_whose_tail_may_still_hide_a_slower_leak_is_not_called_no_leak() -> None:
+    # A cached dataset read each step: +22 MiB in 16 iterations, then +55.5 KiB an iteration
+    # (95%: 0-115 KiB) over 170 more, and the words were "then stopped growing ... not a leak".
+    # At its upper bound such a tail would add a quarter of the fill over a run as long.
+    v = _fill_then_noise(50, 0)
+    assert v.kind == "plateau" and v.reason == "tail unsure", v.summary
+    assert "not a leak" not in v.summary and "stopped growing" not in v.summary, v.summary
+    assert "not ruled out" in v.summary and "run longer" in v.summary, v.summary
+    assert not v.confident  # an open-ended watch goes on, as the words ask
+    # With a tail long enough to bound it, the plateau is one, as before.
+    v = _fill_then_noise(70, 0)
+    assert v.kind == "plateau" and "stopped growing" in v.summary and "not a leak" in v.summary, v.summary
+
+
+def test_a_plateau_with_a_significant_slow_tail_says_when_it_would_run_out() -> None:
+    from leakwidget.engine.verdict.model import Filled, Finding
+    from leakwidget.engine.verdict.words import tell
+
+    v = Verdict("plateau", slope=345.0, slope_low=334.0, slope_high=357.0, onset=0,
+                iterations=5000, fit=[(0, 0.0), (74, 41.0 * (1 << 20)), (5000, 41.0 * (1 << 20))])
+    soon = tell(Finding(v, Filled(41.0 * (1 << 20), 0, 74, tail_exhaust=(2.0e7, 2.0e5))))
+    assert "runs out in about" in soon.summary and "not a leak" not in soon.summary, soon.summary
+    never = tell(Finding(v, Filled(41.0 * (1 << 20), 0, 74, tail_exhaust=(2.0e9, 1.0e9))))
+    assert never.summary.endswith("a buffer or cache filling up, not a leak."), never.summary

@@ -102,7 +102,8 @@ def verdict_headline(v: Verdict, kind: str) -> str:
             line += f" \u00b7 out of memory in ~{v.exhaust_iterations:,.0f} iterations"
         return line
     if v.kind == "plateau":
-        then = "then stopped" if v.slope_low <= 0 else f"then slowed to {rate}"
+        then = ("then slowed (a slower leak not ruled out yet)" if v.reason == "tail unsure"
+                else "then stopped" if v.slope_low <= 0 else f"then slowed to {rate}")
         return f"Plateau: memory grew by {format_bytes(_grown(v))}, {then} \u2014 a buffer or cache filling up"
     if v.kind == "stable":
         if len(v.fit) >= 3:

@@ -26,7 +26,8 @@ from .result import (
 RETENTION_SHARE = 0.5  # malloc_trim returning at least this share of the growth -> "allocator"
 IN_USE_HELD_SHARE = 0.5  # ... unless malloc's bytes in use grew at this share of RSS's rate
 GARBAGE_SHARE = 0.5  # garbage an iteration makes, at this share of RSS's rate -> "garbage" …
-LIVE_SHARE = 0.5  # … if what the heap keeps past it is at most this share (over a tenth: noted)
+LIVE_SHARE = 0.5  # … if what the heap keeps past it is at most this share
+KEPT_SAID = 0.05  # what the heap keeps past the garbage is said from this share of RSS's rate
 
 
 @dataclass(frozen=True)
@@ -175,13 +176,6 @@ def _classify(att: Attribution, g: Growth, python_growth: float, reclaimed: int,
     else:
         att.kind = "native"
     att.summary = summary(att, reclaimed)
-    if att.kind == "garbage" and att.garbage["live"] > 0.1 * g.rss_slope:
-        att.notes.append(
-            f"Past the garbage the heap kept {format_bytes(att.garbage['live'])} an iteration "
-            f"over the {att.garbage['iterations']} iterations measured ({att.garbage['live'] / g.rss_slope:.0%} "
-            "of RSS's rate): noise over so few, or a slower leak beside the garbage; a watch of a "
-            "step that calls gc.collect() after its work tells them apart."
-        )
     if att.kind not in ("allocator", "garbage") and reclaimed >= 0.2 * growth and growth > 0:
         if alive:
             why = ("free memory glibc kept, from this run or from before it; the objects alive "
@@ -291,12 +285,20 @@ def _garbage_summary(att: Attribution) -> str:
                  f"collections have grown by a quarter (here {r['long_lived'] / 4:,.0f} objects: "
                  f"within about {n:,.0f} iterations at this rate, ~{format_bytes(n * min(r['bytes'], att.rss_slope))}), "
                  "so memory climbs in a sawtooth up to there, not without end.")
+    kept = ""
+    if r["live"] > KEPT_SAID * att.rss_slope:
+        # model.predict in a loop: ~90% garbage, and ~1.3 KiB an iteration that a gc.collect()
+        # every 250 calls leaves growing (TensorFlow's per-iterator state, each call's dataset).
+        kept = (f" Past the garbage the heap kept {format_bytes(r['live'])}{per} over the "
+                f"{r['iterations']} iterations measured ({r['live'] / att.rss_slope:.0%} of the "
+                "growth): if that goes on, a slower leak is behind the garbage; a watch of a step "
+                "that calls gc.collect() after its work measures it alone.")
     return (
         f"Garbage awaiting Python's cycle collector, not kept by your code: each iteration "
         f"leaves about {r['objects']:,.0f} objects ({share}) unreachable in reference cycles"
         f"{', most of all ' + top if top else ''}; only a full collection frees them, and "
         f"gc.collect() did.{until} gc.collect() every few hundred iterations keeps memory "
-        "down; so does breaking the cycle (a weakref, or dropping the reference that closes it)."
+        f"down; so does breaking the cycle (a weakref, or dropping the reference that closes it).{kept}"
     )
 
 

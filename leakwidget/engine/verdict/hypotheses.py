@@ -342,6 +342,9 @@ def plateau(ev: Evidence, fill: Fill | None) -> Finding | None:
     # it adds enough to tell (model.predict in a loop does this). Never confident, so an
     # open-ended watch keeps going; the words say it is still growing.
     still = tt.low > 0 and tt.slope >= STILL_SHARE * fill.fill_rate
+    # Not significant, but at its 95% upper bound the tail would add a quarter of the fill over
+    # a run as long: a slower leak behind the fill is not ruled out (nor confident).
+    unsure = tt.low <= 0 and tt.high * float(ev.window.x[-1] - ev.window.x[0]) >= 0.25 * fill.filled
     fit = [(fill.start, fill.start_level), (fill.knee, fill.top), (float(ev.window.x[-1]), fill.top)]
     climbing = None if still else still_in_use(ev, fill, fill.filled, rss_rising=tt.low > 0)
     if climbing is not None:
@@ -354,11 +357,13 @@ def plateau(ev: Evidence, fill: Fill | None) -> Finding | None:
         onset=int(round(fill.start)),
         warmup=ev.window.warmup,
         iterations=ev.window.iterations,
-        confident=fill.tail_len >= 20 and tt.high < 0.15 * fill.fill_rate and not still,
+        confident=fill.tail_len >= 20 and tt.high < 0.15 * fill.fill_rate and not (still or unsure),
         fit=fit,
     )
-    return Finding(verdict, Filled(fill.filled, fill.start, fill.knee, still,
-                                   _exhaust(ev, tt.slope) if still else (None, None)))
+    return Finding(verdict, Filled(
+        fill.filled, fill.start, fill.knee, still, _exhaust(ev, tt.slope) if still else (None, None),
+        tail_exhaust=_exhaust(ev, tt.slope) if tt.low > 0 and not still else (None, None),
+        unsure=unsure))
 
 
 # --- stable -----------------------------------------------------------------------------------

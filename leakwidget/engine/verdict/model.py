@@ -99,6 +99,11 @@ class Filled:
     last: float
     still: bool = False
     exhaust: tuple[float | None, float | None] = (None, None)  # (iterations, seconds) at that rate
+    # Not ``still``: the tail's growth since, significant but slow (its exhaust: the memory
+    # available used up at that rate), or not significant while its 95% upper bound, over a run
+    # as long, would add a quarter of the fill (``unsure``: not ruled out).
+    tail_exhaust: tuple[float | None, float | None] = (None, None)
+    unsure: bool = False
 
 
 @dataclass(frozen=True)

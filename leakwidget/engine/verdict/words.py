@@ -6,7 +6,7 @@ import re
 from dataclasses import replace
 
 from ..units import format_bytes, format_duration, format_range
-from .constants import MIN_LEAK_GROWTH, MIN_POINTS
+from .constants import MIN_LEAK_GROWTH, MIN_POINTS, STABLE_HORIZON_S
 from .model import (
     Creep,
     Doubt,
@@ -74,17 +74,24 @@ def _say(found: Finding) -> tuple[str, str]:
                 f"(95%: {format_range(v.slope_low, v.slope_high)}), a slower leak behind a "
                 f"buffer that filled, or the end of its filling{_runs_out(*exhaust)}."
             ), "still growing"
-        case Filled(grown, first, last):
-            # "Stopped" only when the slope since is not significant: a small rise that goes on
-            # is said, not hidden behind its interval.
-            then = "then stopped growing" if v.slope_low <= 0 else "then slowed down to a fraction of that rate"
-            return (
-                f"Plateau: memory grew by {format_bytes(grown)} over iterations "
-                f"{int(first)}\u2013{int(last)}, {then} "
-                f"({format_bytes(v.slope, signed=True)} per iteration since; "
-                f"95%: {format_range(v.slope_low, v.slope_high)}): a buffer or cache filling up, "
-                "not a leak."
-            ), ""
+        case Filled(grown, first, last, _, _, tail_exhaust, unsure):
+            # "Stopped" only when the slope since is not significant, and "not a leak" only
+            # when what may go on behind the fill is too little to matter: a small rise that
+            # goes on is said, not hidden behind its interval (a cached dataset read each step
+            # grew 22 MiB in 16 iterations, then +55.5 KiB an iteration, 95%: 0-115 KiB).
+            then = ("then slowed down" if unsure else "then stopped growing" if v.slope_low <= 0
+                    else "then slowed down to a fraction of that rate")
+            head = (f"Plateau: memory grew by {format_bytes(grown)} over iterations "
+                    f"{int(first)}\u2013{int(last)}, {then} "
+                    f"({format_bytes(v.slope, signed=True)} per iteration since; "
+                    f"95%: {format_range(v.slope_low, v.slope_high)}): a buffer or cache filling up")
+            if unsure:
+                return (f"{head}; a slower leak behind it, of up to {format_bytes(v.slope_high)} "
+                        "per iteration, is not ruled out yet: run longer to tell."), "tail unsure"
+            if tail_exhaust[1] is not None and tail_exhaust[1] < STABLE_HORIZON_S:
+                return (f"{head}, with a slower growth behind it that goes on"
+                        f"{_runs_out(*tail_exhaust)}."), ""
+            return f"{head}, not a leak.", ""
         case Levelling(current, since, earlier, exhaust):
             return (
                 f"Growth slowing down after {v.iterations:,} iterations: "
