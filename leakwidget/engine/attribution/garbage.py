@@ -13,9 +13,9 @@ path to the objects from ``numbers.Complex._abc_impl``.
 
 The measure is a phase after the measured run, between two full collections (the run itself
 never pays for them): the first one clears what the run left (and says whether any garbage is
-worth a phase: at least a quarter of the run's recent RSS rate); then the step runs a few more
-times; the second one, saving what it finds (``gc.DEBUG_SAVEALL``) to count and size it
-before freeing it, measures the garbage those iterations made. Only the garbage an iteration
+worth a phase: at least a quarter of what the run's recent RSS rate adds over the run); then
+the step runs a few more times; the second one, saving what it finds (``gc.DEBUG_SAVEALL``) to
+count and size it before freeing it, measures the garbage those iterations made. Only the garbage an iteration
 makes, against the verdict's rate, can say the growth is garbage: one-off garbage left by a
 warm-up (a first trace) freed at the end would pass for it if the run's end were measured.
 """
@@ -126,7 +126,7 @@ def collect_and_measure(save: bool) -> Collected:
     small = sum(s for s in (sys.getsizeof(o, 0) for o in saved) if s <= SMALL_OBJECT)
     del saved
     gc.collect()  # frees them (their finalizers ran in the first one)
-    blocks, in_use = heap()
+    in_use = malloc_in_use()
     native = max(0, before[1] - in_use) if in_use is not None and before[1] is not None else 0
     return Collected(found, small + native, tuple(types))
 
