@@ -21,6 +21,7 @@ from .gpu import DeviceMemory, GpuMemory
 from .growth import Growth, measure_growth
 from .holders import cause as holder_cause
 from .holders import reword
+from .keras_objects import KerasObjects
 from .lines import LineReport, require_memory_profiler
 from .native import NativeStacks
 from .paths import find_paths
@@ -90,6 +91,7 @@ class Tracker:
         self._gpu.clear()
         self._native = NativeStacks()
         self._retracing = Retracing()
+        self._keras = KerasObjects()
         self._warmup: int | None = None
         # What each iteration calls, chosen at the start: in the default mode nothing at all.
         self._hooks: tuple[IterationHook, ...] = ()
@@ -108,6 +110,7 @@ class Tracker:
             self._native.start(spec)  # fails here, before anything runs, without memray
         self._retention.start()
         self._retracing.start()
+        self._keras.start()
         hooks: list[IterationHook] = []
         if self._tracing.start(self.trace, spec.warmup or 0, defer_tracing):
             hooks.append(self._tracing.on_iteration)
@@ -230,7 +233,8 @@ class Tracker:
             top_sites=tuple(sites), lines=lines, gpu=gpu, paths=paths, garbage=self._garbage.rate,
             native_sites=window.sites if window is not None else (),
             native_window=(window.first, window.last) if window is not None else None,
-            cause=" ".join(filter(None, [self._retracing.finish(), holder_cause(paths)])) if growth.grew else "",
+            cause=" ".join(filter(None, [self._retracing.finish(), self._keras.finish(self._done),
+                                         holder_cause(paths)])) if growth.grew else "",
         )
 
     def _traced_slope(self, growth: Growth) -> float | None:
