@@ -235,6 +235,7 @@ class Tracker:
             native_window=(window.first, window.last) if window is not None else None,
             cause=" ".join(filter(None, [self._retracing.finish(), self._keras.finish(self._done),
                                          holder_cause(paths)])) if growth.grew else "",
+            garbage_cause=" ".join(filter(None, [self._retracing.cause(kept=False), self._keras.cause()])),
         )
 
     def _traced_slope(self, growth: Growth) -> float | None:
