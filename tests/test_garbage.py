@@ -17,6 +17,7 @@ import leakwidget
 from leakwidget.engine.attribution.decide import Evidence, attribute
 from leakwidget.engine.attribution.garbage import GarbageRate
 from leakwidget.engine.attribution.growth import Growth
+from leakwidget.engine.attribution.result import RefPath, TypeGrowth
 
 PAYLOAD = 8192  # bytes each iteration's node owns: served by malloc, freed with the node
 
@@ -98,8 +99,13 @@ def _rate(garbage: float, live: float | None) -> GarbageRate:
     (20_000, None, "native"),  # nothing outside Python's heap readable: not concluded
 ])
 def test_the_growth_is_garbage_only_when_the_phase_shows_it_and_the_heap_kept_little(garbage, live, kind):
-    att = attribute(Evidence(_leak(20_000.0), garbage=_rate(garbage, live)))
+    # The census's rows as a fit loop's read: its first trace's objects over the run, a path.
+    warmup = (TypeGrowth("dict", 19.0, 190_000.0, 10_000.0, None),)
+    path = (RefPath("dict", "__main__.m", "__main__.m (Sequential) → .history History → .history dict", 3),)
+    att = attribute(Evidence(_leak(20_000.0), garbage=_rate(garbage, live), top_types=warmup, paths=path))
     assert att.kind == kind, att.summary
+    # Under garbage they are not shown as what grows; beside a leak they are.
+    assert (att.top_types == [] and att.paths == []) == (kind == "garbage"), str(att)
     if kind == "garbage":
         # 360,000 long-lived objects: a full collection after 90,000 more, 2,250 iterations.
         assert "90,000 objects" in att.summary and "2,250 iterations" in att.summary, att.summary

@@ -101,6 +101,14 @@ def attribute(ev: Evidence) -> Attribution:
             )
         return att
     _classify(att, g, python_growth, _reclaimed(att, ev), ev.bytes_per_block is not None)
+    if att.kind == "garbage" and (att.top_types or att.paths):
+        # The census's rows count from its baseline, before the warm-up: under garbage they are
+        # the first iterations' one-off objects (a fit loop's first trace read "dict +19 per
+        # iteration", with a path from the model's history), not what grows.
+        att.top_types, att.paths = [], []
+        att.notes.append("The object census's growing types are not shown: its baseline "
+                         "precedes the warm-up, and past the garbage nothing grew that it counts "
+                         "apart from the warm-up's one-off objects.")
     cause = ev.garbage_cause if att.kind == "garbage" else ev.cause
     if cause:  # the named cause first: it says what to change
         att.summary = f"{cause} {att.summary}"
