@@ -419,6 +419,28 @@ def test_payloads_outside_the_heap_are_counted_in_bytes_even_when_fewer_of_them_
     assert len(kept) == 40
 
 
+def test_dicts_the_collector_does_not_track_are_sized_as_themselves() -> None:
+    """Each scalar EagerTensor kept came with an empty ``__dict__`` (untracked): the census
+    sized the growing "dict" row from the tracked dicts at the ends of the heap, 10.5 KiB a
+    dict, and said "most of all dict". Here 5,000 empty dicts grow beside 20 big tracked ones,
+    the newest tracked dicts there are."""
+    import gc
+
+    from leakwidget.engine.attribution import survey
+    from leakwidget.engine.attribution.grown import grown
+
+    base = survey.take_census(0, every=True)
+    empty = [{} for _ in range(5000)]
+    big = [{i: [i] for i in range(3000)} for _ in range(20)]
+    assert not gc.is_tracked(empty[0]) and gc.is_tracked(big[0])
+    rows = grown(survey.survey(), base, None, 1)
+    row = next(g for g in rows if g.name == "dict")
+    assert row.per_iteration >= 4500  # (net of dicts freed meanwhile)
+    # 5,000 of 64 B and 20 of ~150 KiB: ~0.7 KiB a dict on average, not the big ones' size.
+    assert row.mean_size < 2048, row
+    assert len(empty) + len(big) == 5020
+
+
 @pytest.mark.slow
 def test_an_unaffordable_census_is_skipped_and_said():
     leak: list = []
