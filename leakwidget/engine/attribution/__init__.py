@@ -4,7 +4,7 @@ The runner attaches a :class:`Tracker` to every watch; at the end it sets
 ``result.attribution`` to an :class:`Attribution`::
 
     r = leakwidget.watch(step, iterations=300)
-    r.attribution.kind          # "python", "native", "allocator" or "none"
+    r.attribution.kind          # "python", "native", "allocator", "garbage", "copy-on-write" or "none"
     r.attribution.summary       # one sentence
     print(r.attribution)        # the sentence plus tables
     r.attribution.top_types     # Python types (and containers) that grow, per iteration

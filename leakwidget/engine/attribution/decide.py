@@ -191,8 +191,7 @@ def _classify(att: Attribution, g: Growth, python_growth: float, reclaimed: int,
         att.kind = "native"
     att.summary = summary(att, reclaimed)
     r = att.garbage
-    if (att.kind != "garbage" and r is not None and r["live"] is not None and g.rss_slope > 0
-            and r["bytes"] >= GARBAGE_SHARE * g.rss_slope):
+    if att.kind != "garbage" and _much_garbage(att, g):
         # Garbage on top of a leak: the leak is what the heap keeps past it (a from_generator
         # built each step: 63 KiB of garbage an iteration over 5.1 KiB its graph keeps).
         att.summary += (
@@ -290,10 +289,16 @@ def _garbage(att: Attribution, g: Growth) -> bool:
     kept at most LIVE_SHARE of it once that garbage was collected. (Not the census: its
     baseline precedes the warm-up, whose one-off objects it counts as growth. Measured: a
     ``model.fit`` per iteration, census +19 KiB an iteration from the first fit's trace.)"""
+    return (g.verdict in ("leak", "inconclusive") and _much_garbage(att, g)
+            and att.garbage["live"] <= LIVE_SHARE * g.rss_slope)
+
+
+def _much_garbage(att: Attribution, g: Growth) -> bool:
+    """Did garbage.py's phase measure what the heap keeps, and garbage an iteration worth at
+    least GARBAGE_SHARE of RSS's rate?"""
     r = att.garbage
-    return (g.verdict in ("leak", "inconclusive") and r is not None and g.rss_slope > 0
-            and r["live"] is not None and r["bytes"] >= GARBAGE_SHARE * g.rss_slope
-            and r["live"] <= LIVE_SHARE * g.rss_slope)
+    return (r is not None and r["live"] is not None and g.rss_slope > 0
+            and r["bytes"] >= GARBAGE_SHARE * g.rss_slope)
 
 
 def _garbage_summary(att: Attribution) -> str:

@@ -224,6 +224,14 @@ class Tracker:
         if self._tracing.phase_done:
             notes.append(self._tracing.phase_note())
         paths = reword(self._paths(growth, census, notes))
+        # Causes named from TensorFlow's and Keras's own counts (read once, worded twice: the
+        # garbage kind says what the step made died with it).
+        cause = garbage_cause = ""
+        if growth.grew:
+            cause = " ".join(filter(None, [self._retracing.finish(), self._keras.finish(self._done),
+                                           holder_cause(paths)]))
+            garbage_cause = " ".join(filter(None, [self._retracing.cause(kept=False),
+                                                   self._keras.cause()]))
         window = self._native.finish(int(log.last("index")))
         notes.extend(self._native.notes)
         return Evidence(
@@ -233,9 +241,7 @@ class Tracker:
             top_sites=tuple(sites), lines=lines, gpu=gpu, paths=paths, garbage=self._garbage.rate,
             native_sites=window.sites if window is not None else (),
             native_window=(window.first, window.last) if window is not None else None,
-            cause=" ".join(filter(None, [self._retracing.finish(), self._keras.finish(self._done),
-                                         holder_cause(paths)])) if growth.grew else "",
-            garbage_cause=" ".join(filter(None, [self._retracing.cause(kept=False), self._keras.cause()])),
+            cause=cause, garbage_cause=garbage_cause,
         )
 
     def _traced_slope(self, growth: Growth) -> float | None:
