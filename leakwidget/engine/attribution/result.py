@@ -135,7 +135,7 @@ class Attribution:
     python_slope: float = 0.0  # bytes / iteration held by Python objects
     native_slope: float = 0.0  # RSS slope − Python slope
     rss_slope: float = 0.0
-    reclaimed_bytes: int | None = None  # RSS that malloc_trim(0) handed back (None: not measured)
+    reclaimed_bytes: int | None = None  # RSS malloc_trim(0) handed back, less what our census left (None: not measured)
     in_use_slope: float | None = None  # glibc malloc's bytes in use / iteration (None: not read)
     growth_bytes: float = 0.0  # the growth being attributed (trend over the leak, else total)
     python_source: str = ""  # which estimate the Python slope came from (FROM_*)
