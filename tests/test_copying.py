@@ -64,3 +64,24 @@ def test_every_forked_worker_alive_at_once_bounds_the_copies_and_those_not_shown
     assert "worker 1 (pid 101, 20 readings: private +9.0 MiB, shared \u2212512 KiB)" in others[0]
     assert "worker 2 (pid 102, only 7 readings of its memory)" in others[0]
     assert "worker 5 (pid 105" in others[0] and "worker 3" not in others[0]
+
+
+def test_a_worker_that_made_copies_itself_is_copying_however_many_more_its_parent_wrote() -> None:
+    # CI: a worker read 10 MiB of a list (its faults: 10.9 MiB of pages beyond its own growth)
+    # while its shared memory fell 23.2 MiB, the parent's own writes turning the rest private
+    # in it without a fault; "at least half the fall" called it not copying, one run in four.
+    from leakwidget.engine.copying import worker_copy
+    from leakwidget.engine.sampler import PAGE_SIZE
+
+    n = 32
+    t = np.linspace(0.5, 13.0, n)
+    fell = np.linspace(0.0, 23.2 * MiB, n)
+    private, shared = 5 * MiB + fell, 400 * MiB - fell
+    pages = np.linspace(0, 10.9 * MiB / PAGE_SIZE, n).round()
+    found = worker_copy(1, 1, t, private, shared, pages)
+    # (its faults are under half the fall: the rule before called it not copying)
+    assert 10 * MiB < found.faulted < 0.5 * found.shared_fall and found.copying, found
+    # The same fall in a worker that faulted 1 MiB: the pages were made private by the others'
+    # writes, not by its reading; it copied too little itself to be called copying.
+    idle = worker_copy(2, 2, t, private, shared, pages * 1.0 / 10.9)
+    assert not idle.copying, idle
