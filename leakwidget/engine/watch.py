@@ -540,18 +540,27 @@ async def phases_after(watch: Watch, step: Callable[[], object], pause: Pause) -
     """The tracker's phases after the measured run, in turn, until one fails (the watch then
     says how it ended); the run's seconds and samples end where they begin."""
     watch._measured_t = time.perf_counter()
+    kinds: list[str] = []
+
+    def grew() -> bool:
+        """Is the measured run's verdict other than "stable"? (Decided once, when a phase
+        asks: the phases record nothing, so the final verdict will be the same.)"""
+        if not kinds:
+            kinds.append(verdict_of(watch.log, watch.spec, watch._headroom, watch.baseline_rss).kind)
+        return kinds[0] != "stable"
+
     for phase in watch.tracker.phases():
-        if (failed := await phase_after(watch, phase, step, pause)) is not None:
+        if (failed := await phase_after(watch, phase, step, pause, grew)) is not None:
             watch._stop_on(failed)
             return
 
 
 async def phase_after(watch: Watch, phase: Phase, step: Callable[[], object],
-                      pause: Pause) -> BaseException | None:
+                      pause: Pause, grew: Callable[[], bool]) -> BaseException | None:
     """A phase after the measured run (the tracker's: garbage.py, trace.py): the step again,
     as many iterations and seconds as the phase plans; the exception that ended it, if one
     did. Nothing is recorded: the verdict reads the measured run."""
-    plan = phase.plan_phase(watch.log, watch.looping)
+    plan = phase.plan_phase(watch.log, watch.looping, grew)
     if plan is None:
         return None
     least, most, seconds = plan

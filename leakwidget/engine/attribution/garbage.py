@@ -25,6 +25,7 @@ from __future__ import annotations
 import collections
 import gc
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -47,8 +48,10 @@ BLOCK_BYTES = 64  # a pymalloc block, for counts of blocks not otherwise sized (
 class Phase(Protocol):
     """Iterations after the measured run, for evidence the run itself must not pay for."""
 
-    def plan_phase(self, log: RecordLog, seconds: float) -> tuple[int, int, float] | None:
-        """(least, most) iterations and seconds at most; None: no phase."""
+    def plan_phase(self, log: RecordLog, seconds: float,
+                   grew: Callable[[], bool]) -> tuple[int, int, float] | None:
+        """(least, most) iterations and seconds at most; None: no phase. ``grew()``: is the
+        measured run's verdict other than "stable" (decided once, when first asked)?"""
 
     def begin_phase(self) -> None: ...
     def on_phase_iteration(self) -> None: ...
@@ -142,20 +145,25 @@ class Garbage:
         self._full0 = 0
         self._heap0: tuple[int, int | None] = (0, None)
 
-    def plan_phase(self, log: RecordLog, seconds: float) -> tuple[int, int, float] | None:
+    def plan_phase(self, log: RecordLog, seconds: float,
+                   grew: Callable[[], bool]) -> tuple[int, int, float] | None:
         """After the measured run: the phase's (least, most) iterations and its seconds at
-        most, or None when there is nothing to measure (RSS not rising at the end, or too
-        little garbage left for it to matter). Its first full collection is made here."""
+        most, or None when there is nothing to measure (RSS not rising at the end, a run
+        whose verdict is "stable", or too little garbage left for it to matter). Its first
+        full collection is made here."""
         self.rate, self.ended_by, self._done = None, None, 0
         if log.n < 8:
             return None
         idx, rss = (np.asarray(log.column(k), dtype=float) for k in ("index", "rss"))
         half = idx.size // 2
         rate = robust_slope(idx[half:], rss[half:])
-        if rate * (idx[-1] - idx[half]) < GATE_RISE:
+        # A stable run has no growth to explain: a step of noise in its second half (CI: a
+        # calm step in a test process) cost it a phase, and a full collection of what the
+        # process had left from before.
+        if rate * (idx[-1] - idx[half]) < GATE_RISE or not grew():
             return None
         left = collect_and_measure(save=False)
-        if left.bytes < GATE_SHARE * rate * max(1.0, idx[-1] - idx[0]):
+        if not left.objects or left.bytes < GATE_SHARE * rate * max(1.0, idx[-1] - idx[0]):
             return None
         self._full0 = gc.get_stats()[2]["collections"]
         self._heap0 = heap()

@@ -6,6 +6,7 @@ import linecache
 import os
 import time
 import tracemalloc
+from collections.abc import Callable
 
 import numpy as np
 
@@ -60,7 +61,8 @@ class Tracing:
         self._warmup = max(1, warmup)
         return tracemalloc.is_tracing()
 
-    def plan_phase(self, log: RecordLog, seconds: float) -> tuple[int, int, float] | None:
+    def plan_phase(self, log: RecordLog, seconds: float,
+                   grew: Callable[[], bool]) -> tuple[int, int, float] | None:
         """--trace with tracemalloc off, after the measured run: the traced phase's iterations
         at least (however long they take) and at most, and its seconds at most; None when no
         iteration finished. Every verdict gets one, "stable" too: a short run of a small leak
