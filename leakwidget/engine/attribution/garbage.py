@@ -12,8 +12,9 @@ iteration piles up for thousands of iterations, and RSS climbs like a leak. Meas
 path to the objects from ``numbers.Complex._abc_impl``.
 
 The measure is a phase after the measured run, between two full collections (the run itself
-never pays for them): the first one clears what the run left (and says whether any garbage is
-worth a phase: at least a quarter of what the run's recent RSS rate adds over the run); then
+never pays for them), after a run whose verdict is not "stable": the first one clears what the
+run left (and says whether any garbage is worth a phase: unreachable objects found, and at least
+a quarter of what the run's recent RSS rate adds over the run); then
 the step runs a few more times; the second one, saving what it finds (``gc.DEBUG_SAVEALL``) to
 count and size it before freeing it, measures the garbage those iterations made. Only the garbage an iteration
 makes, against the verdict's rate, can say the growth is garbage: one-off garbage left by a
