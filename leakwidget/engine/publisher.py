@@ -29,6 +29,7 @@ class Publisher:
         self._sent_children: ChildrenReading | None = None
         self._interval = interval
         self._sent_t = -1.0
+        self._until = float("inf")  # samples after this time are not sent (end_samples_at)
         self._sent_stages: tuple[tuple[str, str], ...] = ()
         self._lock = threading.Lock()  # one batch at a time: the final flush and the thread's
         self._stop = threading.Event()
@@ -45,6 +46,9 @@ class Publisher:
     def flush(self) -> None:
         with self._lock:
             t, v = self._series.since(self._sent_t)
+            if t.size and t[-1] > self._until:
+                keep = t <= self._until
+                t, v = t[keep], v[keep]
             if t.size:
                 self._sent_t = float(t[-1])
                 for ob in self._observers:
@@ -60,6 +64,12 @@ class Publisher:
                 self._sent_children = reading
                 for ob in self._observers:
                     ob.on_children(reading)
+
+    def end_samples_at(self, t: float) -> None:
+        """The run drawn ends at ``t`` (the sampler's clock): what the phases after the measured
+        run sample is no part of it, as it is not of the result's samples."""
+        with self._lock:
+            self._until = t
 
     def stop(self) -> None:
         """End the thread, then send what is left (from the caller's thread)."""

@@ -540,6 +540,8 @@ async def phases_after(watch: Watch, step: Callable[[], object], pause: Pause) -
     """The tracker's phases after the measured run, in turn, until one fails (the watch then
     says how it ended); the run's seconds and samples end where they begin."""
     watch._measured_t = time.perf_counter()
+    if watch._publisher is not None:
+        watch._publisher.end_samples_at(watch._measured_t - watch._t0)
     kinds: list[str] = []
 
     def grew() -> bool:
