@@ -26,10 +26,10 @@ from .result import (
 RETENTION_SHARE = 0.5  # malloc_trim returning at least this share of the growth -> "allocator"
 IN_USE_HELD_SHARE = 0.5  # ... unless malloc's bytes in use grew at this share of RSS's rate
 # A trim returns only whole free pages, so an arena its pinned blocks fragment keeps part of what
-# was freed: with malloc's bytes in use flat (at most this share of RSS's rate) the growth is
-# not in use, and the trim handing back RETAINED_SHARE of it is enough. Measured: 16 threads'
-# arenas (examples.arena_growth), in use +325 B against RSS +6.5 KiB an iteration, the trim
-# returning 46-60% of the growth.
+# was freed: with malloc's bytes in use and Python's objects flat (each at most this share of
+# RSS's rate) the growth is not in use, and the trim handing back RETAINED_SHARE of it is
+# enough. Measured: 16 threads' arenas (examples.arena_growth), in use +325 B and Python +620 B
+# against RSS +6.5 KiB an iteration, the trim returning 46-60% of the growth.
 IN_USE_FLAT_SHARE = 0.2
 RETAINED_SHARE = 0.25
 GARBAGE_SHARE = 0.5  # garbage an iteration makes, at this share of RSS's rate -> "garbage" …
@@ -189,7 +189,7 @@ def _classify(att: Attribution, g: Growth, python_growth: float, reclaimed: int,
     held = _held(att)
     if _garbage(att, g):
         att.kind = "garbage"
-    elif att.reclaimed_bytes is not None and not alive and not held and _retained(att, reclaimed, growth):
+    elif att.reclaimed_bytes is not None and not alive and not held and _retained(att, reclaimed, growth, python_growth):
         att.kind = "allocator"
     elif alive or python_growth >= 0.5 * max(growth - (0 if held else reclaimed), 0.0):
         # (What the trim returned is no part of a growth held in use: 61 B/iteration of Python
@@ -344,17 +344,20 @@ def _garbage_summary(att: Attribution) -> str:
     )
 
 
-def _in_use_flat(att: Attribution) -> bool:
-    """Did malloc's bytes in use stay flat while RSS grew (IN_USE_FLAT_SHARE of its rate)?"""
-    return att.in_use_slope is not None and att.in_use_slope <= IN_USE_FLAT_SHARE * att.rss_slope
+def _nothing_in_use_grew(att: Attribution, python_growth: float, growth: float) -> bool:
+    """Did neither malloc's bytes in use nor Python's objects grow with RSS (each at most
+    IN_USE_FLAT_SHARE of it)? Python's objects live in pymalloc's own arenas, outside malloc's
+    count: a leak of tuples (the quickstart's, 34 KiB an iteration) leaves bytes in use flat."""
+    return (att.in_use_slope is not None and att.in_use_slope <= IN_USE_FLAT_SHARE * att.rss_slope
+            and python_growth <= IN_USE_FLAT_SHARE * growth)
 
 
-def _retained(att: Attribution, reclaimed: int, growth: float) -> bool:
+def _retained(att: Attribution, reclaimed: int, growth: float, python_growth: float) -> bool:
     """Did the trim hand back enough of the growth to call it memory the allocator kept: half
-    of it, or a quarter with malloc's bytes in use flat (the rest freed, in pages a pinned block
+    of it, or a quarter when nothing in use grew (the rest freed, in pages a pinned block
     keeps from the system)?"""
     return reclaimed >= RETENTION_SHARE * growth or (
-        reclaimed >= RETAINED_SHARE * growth and _in_use_flat(att))
+        reclaimed >= RETAINED_SHARE * growth and _nothing_in_use_grew(att, python_growth, growth))
 
 
 def _held(att: Attribution) -> bool:
