@@ -101,6 +101,14 @@ def attribute(ev: Evidence) -> Attribution:
                 "the warm-up, too little to split, while what is in use kept climbing behind "
                 "it (the verdict); a longer run attributes it."
             )
+        elif g.verdict != "stable" and g.bytes > 0:
+            # "Inconclusive: memory grew steadily but only by 607 KiB" was followed by "memory
+            # did not grow" (an iterator made each step, +108 B an iteration for 60 s).
+            att.summary = (
+                f"Nothing to attribute yet: RSS grew {format_bytes(g.bytes, signed=True)} over "
+                "the run, too little to split into Python and native memory; a longer run "
+                "attributes it."
+            )
         else:
             att.summary = (
                 f"Nothing to attribute: memory did not grow ({g.verdict}, "
