@@ -231,7 +231,7 @@ class Tracker:
             cause = " ".join(filter(None, [self._retracing.finish(), self._keras.finish(self._done),
                                            holder_cause(paths)]))
             garbage_cause = " ".join(filter(None, [self._retracing.cause(kept=False),
-                                                   self._keras.cause()]))
+                                                   self._keras.cause(kept=False)]))
         window = self._native.finish(int(log.last("index")))
         notes.extend(self._native.notes)
         return Evidence(
