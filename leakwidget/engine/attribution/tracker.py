@@ -18,6 +18,7 @@ from .census import CensusGrowth, ObjectCensus
 from .decide import Evidence, attribute
 from .garbage import Garbage, Phase
 from .gpu import DeviceMemory, GpuMemory
+from .graph_ops import GraphOps
 from .growth import Growth, measure_growth
 from .holders import cause as holder_cause
 from .holders import reword
@@ -92,6 +93,7 @@ class Tracker:
         self._native = NativeStacks()
         self._retracing = Retracing()
         self._keras = KerasObjects()
+        self._graph_ops = GraphOps()
         self._warmup: int | None = None
         # What each iteration calls, chosen at the start: in the default mode nothing at all.
         self._hooks: tuple[IterationHook, ...] = ()
@@ -111,6 +113,7 @@ class Tracker:
         self._retention.start()
         self._retracing.start()
         self._keras.start()
+        self._graph_ops.start()
         hooks: list[IterationHook] = []
         if self._tracing.start(self.trace, spec.warmup or 0, defer_tracing):
             hooks.append(self._tracing.on_iteration)
@@ -229,7 +232,7 @@ class Tracker:
         cause = garbage_cause = ""
         if growth.grew:
             cause = " ".join(filter(None, [self._retracing.finish(), self._keras.finish(self._done),
-                                           holder_cause(paths)]))
+                                           self._graph_ops.finish(self._done), holder_cause(paths)]))
             garbage_cause = " ".join(filter(None, [self._retracing.cause(kept=False),
                                                    self._keras.cause(kept=False)]))
         window = self._native.finish(int(log.last("index")))
