@@ -17,6 +17,7 @@ operations are not added to it), or when memory did not grow.
 from __future__ import annotations
 
 import sys
+import weakref
 
 OPS_MODULE = "tensorflow.python.framework.ops"
 
@@ -37,18 +38,22 @@ class GraphOps:
     """The collector: :meth:`start` before the run, :meth:`finish` after it."""
 
     def __init__(self) -> None:
-        self._graph = None
+        # A weak reference: a watch whose finish is not called (nothing grew) must not keep a
+        # graph the user resets afterwards alive.
+        self._graph: weakref.ref | None = None
         self._version = 0
         self.per_iteration = 0.0  # operations added per iteration of the run (0: none named)
 
     def start(self) -> None:
         self.per_iteration = 0.0
-        self._graph = _default_graph()
-        self._version = int(getattr(self._graph, "version", 0) or 0)
+        graph = _default_graph()
+        self._graph = weakref.ref(graph) if graph is not None else None
+        self._version = int(getattr(graph, "version", 0) or 0)
 
     def finish(self, iterations: int) -> str:
         """Read the graph's version again (``iterations``: the measured run's); the cause."""
-        graph, self._graph = self._graph, None
+        ref, self._graph = self._graph, None
+        graph = ref() if ref is not None else None
         if graph is None or iterations < 2:
             return ""
         added = int(getattr(graph, "version", 0) or 0) - self._version
