@@ -48,6 +48,7 @@ class Census:
     payloads: dict[str, tuple[int, int, int]]  # by type name: (count, bytes, outside the heap)
     payload_ids: np.ndarray  # sorted
     untracked_ids: np.ndarray  # of the untracked containers, sorted
+    untracked: dict[str, int]  # how many of the counts' dicts and tuples are untracked
     every: np.ndarray | None = None  # the first census only: ids of every gc object, sorted
 
     def had(self, ids: np.ndarray) -> np.ndarray:
@@ -177,8 +178,11 @@ def _take_census(done: int, every: bool) -> Census:
         ids, lengths = _container_lengths(s)
         untracked_ids = addresses(s.untracked.containers)
         untracked_ids.sort()
+        dicts = len(s.untracked.dicts)
+        untracked = {"dict": dicts, "tuple": len(s.untracked.containers) - dicts}
         return Census(done, sys.getallocatedblocks(), s.counts(names), ids, lengths,
-                       time.thread_time() - t0, s.payloads, s.payload_ids, untracked_ids, all_ids)
+                       time.thread_time() - t0, s.payloads, s.payload_ids, untracked_ids,
+                       untracked, all_ids)
     finally:
         s.clear()
 
