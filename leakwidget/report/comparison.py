@@ -102,8 +102,9 @@ _CELL = "padding:2px 3px;border-bottom:1px solid #ddd;vertical-align:top;text-al
 _NUM = _CELL.replace("text-align:left", "text-align:right") + ";font-variant-numeric:tabular-nums"
 _FIGURE = "white-space:nowrap"
 # The status column says how a variant ended, with a worker's error message: a long token there
-# (a path, a repr) breaks anywhere rather than widen the table past the dashboard.
-_STATUS = _CELL + ";overflow-wrap:anywhere"
+# (a path, a repr) breaks anywhere rather than widen the table past the dashboard; but not a
+# word as short as "finished" (at 900 px it read "finishe / d").
+_STATUS = _CELL + ";overflow-wrap:anywhere;min-width:5em"
 
 
 def answer_box(result: Comparison) -> str:

@@ -94,7 +94,7 @@ def status_of(result: WatchResult) -> VariantStatus:
 
 
 def status_text(result: WatchResult) -> str:
-    """'finished (confident)', 'raised ValueError in iteration 3', 'worker died', ..."""
+    """'finished (time up)', 'raised ValueError in iteration 3', 'worker died', ..."""
     status = status_of(result)
     if status == "error":
         where = f" in iteration {result.error_iteration}" if result.error_iteration is not None else ""
@@ -103,7 +103,8 @@ def status_text(result: WatchResult) -> str:
         return "its worker process died"
     words = {"interrupted": "interrupted", "stopped": "stopped before it finished",
              "memory-guard": "stopped by the memory guard"}
-    return words.get(status, f"finished ({result.stopped})")
+    why = {"seconds": "time up", "iterations": "all iterations", "confident": "sure early"}
+    return words.get(status, f"finished ({why.get(result.stopped, result.stopped)})")
 
 
 @dataclass(frozen=True)
