@@ -102,9 +102,10 @@ _CELL = "padding:2px 3px;border-bottom:1px solid #ddd;vertical-align:top;text-al
 _NUM = _CELL.replace("text-align:left", "text-align:right") + ";font-variant-numeric:tabular-nums"
 _FIGURE = "white-space:nowrap"
 # The status column says how a variant ended, with a worker's error message: a long token there
-# (a path, a repr) breaks anywhere rather than widen the table past the dashboard; but not a
-# word as short as "finished" (at 900 px it read "finishe / d").
-_STATUS = _CELL + ";overflow-wrap:anywhere;min-width:5em"
+# (a path, a repr) breaks anywhere rather than widen the table past the dashboard. A finished
+# variant's status breaks only between words (at 900 px "finished" read "finishe / d"), and
+# when every variant finished the column is left out: seven columns did not fit 468 px.
+_STATUS = _CELL + ";overflow-wrap:anywhere"
 
 
 def answer_box(result: Comparison) -> str:
@@ -119,12 +120,16 @@ def table_html(result: Comparison) -> str:
     horizon = result.answer.horizon
     head = ["variant", "verdict", f"growth over {horizon:,} iterations" if horizon else "growth",
             "slope / iteration", "final RSS", "attribution", "status"]
+    rows = result.rows()
+    status = any(row["status"] != "finished" for row in rows)
+    if not status:
+        head.pop()
     numeric = {2, 3, 4}
     th = "".join(f'<th style="{_NUM if i in numeric else _CELL};background:#f4f4f4;font-size:11px">{escape(h)}</th>'
                  for i, h in enumerate(head))
     body = []
-    for row in result.rows():
-        cells = list(_cells(row))
+    for row in rows:
+        cells = list(_cells(row))[:len(head)]
         tds = []
         for i, text in enumerate(cells):
             inner = f'<span style="{_FIGURE}">{escape(text)}</span>' if i in numeric else escape(text)
@@ -138,7 +143,8 @@ def table_html(result: Comparison) -> str:
                           f'<span style="{_FIGURE}">{escape(low_high)}</span></span>')
             if i == 0 and row["best"]:
                 inner = f'{inner} <span title="the fix">\u2714</span>'
-            style = _NUM if i in numeric else _STATUS if i == len(cells) - 1 else _CELL
+            style = (_NUM if i in numeric else _STATUS if head[i] == "status" and row["status"] != "finished"
+                     else _CELL)
             tds.append(f'<td style="{style}">{inner}</td>')
         body.append(f'<tr data-variant="{escape(row["variant"])}" data-status="{escape(row["status"])}" '
                     f'data-best="{str(row["best"]).lower()}">{"".join(tds)}</tr>')
