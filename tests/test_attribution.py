@@ -272,8 +272,11 @@ def test_lines_finds_the_leaking_line_of_a_step():
     assert worst.lineno == _line_of(_line_leaker, "LEAK-LINE"), str(r.attribution)
     # Not every iteration: an allocation may land in pages an earlier test left resident.
     assert worst.grew_share >= 0.5
-    # RSS-based increments miss growth that lands in pages already resident (see above).
-    assert worst.total_increment >= 0.5 * 40 * 512 * 1024
+    # RSS-based increments miss growth that lands in pages already resident (see above). Over
+    # the iterations traced: --lines traces as many as keep the step's cost down, which a busy
+    # machine's timings make fewer (CI: 14 of 40, 571 KiB each).
+    assert worst.iterations >= 2
+    assert worst.total_increment >= 0.5 * worst.iterations * 512 * 1024
     assert "LEAK-LINE" in worst.source
 
 
