@@ -21,9 +21,10 @@ from .spec import WatchSpec
 IN_USE_SHARE = 0.003  # of the run's time spent reading malloc's bytes in use, at most
 BLOCKS_SHARE = 0.003  # ... and Python's block count
 # Seconds each may spend whatever the run's length. At 5 ms, an 8 s run whose heap had
-# 6,250 free chunks read malloc's bytes in use 34 times on a quiet machine, and 8 or fewer
-# beside the test suite's load (each walk of the free lists slower), too few to see a leak
-# into freed memory: "inconclusive" (CI, tests/test_verdict.py). 20 ms: 54 quiet.
+# 6,250 free chunks read malloc's bytes in use 34 times on a quiet machine; beside the test
+# suite's load (each walk of the free lists slower) a leak into freed memory read
+# "inconclusive", which 8 readings reproduce and 10 do not (tests/test_verdict.py). 20 ms: 54
+# readings quiet.
 CHECKPOINT_ALLOWANCE = 0.02
 FRESH_AFTER = 0.0005  # seconds between iterations after which RSS and the mark are read again
 
