@@ -123,6 +123,12 @@ class LiveVerdicts:
                 rows["blocks"] = np.where(index % 8 == 0, 1000 + index // 2, -1)
                 rows["malloc_in_use"] = np.where(index % 8 == 0, (1 << 24) + index * 100, -1)
                 judge(rows, 1 << 33, None)
+        # A log past LIVE_RECORDS read as a spread (np.take into the buffers): the path every
+        # live verdict past 4,096 records takes, first taken inside the run otherwise.
+        log = RecordLog(LIVE_RECORDS + 1)
+        for i in range(LIVE_RECORDS + 1):
+            log.append_row((i, i * 1e-3, i * 1e-3 + 1e-3, 1 << 27, (1 << 27) + 4096, 1e-3, -1, 0, -1))
+        judge(LiveVerdicts._rows(log), 1 << 33, None)
 
     def call(self, job: Callable[[], T]) -> T:
         """``job()`` on this thread, waited for (its exception raised here): a live verdict,
