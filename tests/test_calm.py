@@ -341,10 +341,10 @@ def test_a_calm_cell_in_five_fresh_kernels_with_the_live_dashboard_is_never_a_le
     # The issue's first %%leakwatch of time.sleep(0.001) in a fresh kernel, with the dashboard:
     # "Plateau 1.3 MiB" before (the first live verdict's library buffers, the redraws' arrays
     # and messages on the loop's thread). Five kernels at once, each one's first cell.
-    # Not yet "stable" in 5 of 5 (issue 30 stays open): a kernel with the dashboard takes one or
-    # two steps of 36-170 KiB mid-run, from a source not found yet (not its messages, redraws or
-    # turns of the kernel's loop: docs/attribution.md), and about one kernel in five or six then
-    # says "Inconclusive: memory may be creeping up (+3-17 B per iteration)", which is true.
+    # Five at once on two cores, beside the suite: a load of their own, so "stable" in 5 of 5 is
+    # make soak's claim (one kernel at a time, below). A kernel with the dashboard took a step of
+    # 28-170 KiB mid-run in 7 of 10 kernels until the live verdicts' spread of a log past
+    # LIVE_RECORDS was rehearsed (docs/attribution.md), and one in five said "Inconclusive".
     with ThreadPoolExecutor(5) as pool:
         results = list(pool.map(_first_cell_in_a_fresh_kernel, [tf] * 5))
     assert all(r["drawn"] for r in results)  # the live dashboard drew the running watch
