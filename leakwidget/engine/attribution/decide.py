@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..units import format_bytes
-from .garbage import GarbageRate, until_full_collection
+from .garbage import BLOCK_BYTES, GarbageRate, until_full_collection
 from .growth import Growth
 from .holders import cause as holder_cause
 from .result import (
@@ -326,15 +326,20 @@ def _garbage(att: Attribution, g: Growth) -> bool:
 
 def _kept_grows(att: Attribution, g: Growth) -> bool:
     """Did the heap, collection after collection in garbage.py's phase, keep growing past the
-    garbage: a kept slope above zero at 95% and at least KEPT_SAID of RSS's rate? Then a slower
-    leak is behind the garbage, whatever its share. Measured: a Keras ``predict`` per iteration,
-    ~80 KiB of garbage and a kept slope of +1.0-1.1 KiB an iteration (95% lower bounds 184-434 B;
-    RSS's rate ~17 KiB), where a plain loop with ``gc.collect()`` every 100 calls still grew
-    +1.2 KiB an iteration over 90 s; a ``tf.function`` made per call and a closed
-    ``tf.compat.v1.Session`` per call keep nothing (intervals around zero)."""
+    garbage: a kept slope above zero at 95%, and at least KEPT_SAID of RSS's rate and one
+    pymalloc block (BLOCK_BYTES) an iteration? Then a slower leak is behind the garbage,
+    whatever its share. Measured: a Keras ``predict`` per iteration, ~60-80 KiB of garbage and a
+    kept slope of +1.1-1.2 KiB an iteration (95% lower bounds 0.3-1.1 KiB; RSS's rate 13-17 KiB),
+    where a plain loop with ``gc.collect()`` every 100 calls still grew +1.2 KiB an iteration
+    over 90 s. Less than a block an iteration is what tables growing in steps average to (dict
+    resizes, registries of names): a closed ``tf.compat.v1.Session`` per call kept +21 B an
+    iteration (95%: 2-40 B) in one phase of three, and a plain loop of it with ``gc.collect()``
+    was flat over 33,000 iterations (+2.6 B an iteration). A ``tf.function`` made per call keeps
+    nothing (intervals around zero)."""
     interval = att.garbage.get("live_interval") if att.garbage else None
-    return (interval is not None and interval[0] > 0
-            and (interval[0] + interval[1]) / 2 > KEPT_SAID * g.rss_slope)
+    if interval is None or interval[0] <= 0:
+        return False
+    return (interval[0] + interval[1]) / 2 >= max(KEPT_SAID * g.rss_slope, BLOCK_BYTES)
 
 
 def _kept(r: dict) -> str:
