@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..units import format_bytes
+from ..verdict.constants import MIN_LEAK_GROWTH
 from .garbage import BLOCK_BYTES, GarbageRate, until_full_collection
 from .growth import Growth
 from .holders import cause as holder_cause
@@ -326,20 +327,26 @@ def _garbage(att: Attribution, g: Growth) -> bool:
 
 def _kept_grows(att: Attribution, g: Growth) -> bool:
     """Did the heap, collection after collection in garbage.py's phase, keep growing past the
-    garbage: a kept slope above zero at 95%, and at least KEPT_SAID of RSS's rate and one
-    pymalloc block (BLOCK_BYTES) an iteration? Then a slower leak is behind the garbage,
-    whatever its share. Measured: a Keras ``predict`` per iteration, ~60-80 KiB of garbage and a
-    kept slope of +1.1-1.2 KiB an iteration (95% lower bounds 0.3-1.1 KiB; RSS's rate 13-17 KiB),
-    where a plain loop with ``gc.collect()`` every 100 calls still grew +1.2 KiB an iteration
-    over 90 s. Less than a block an iteration is what tables growing in steps average to (dict
-    resizes, registries of names): a closed ``tf.compat.v1.Session`` per call kept +21 B an
-    iteration (95%: 2-40 B) in one phase of three, and a plain loop of it with ``gc.collect()``
-    was flat over 33,000 iterations (+2.6 B an iteration). A ``tf.function`` made per call keeps
-    nothing (intervals around zero)."""
-    interval = att.garbage.get("live_interval") if att.garbage else None
+    garbage by as much as the verdict asks of a leak: a kept slope above zero at 95%, at least
+    KEPT_SAID of RSS's rate and one pymalloc block (BLOCK_BYTES) an iteration, that added
+    MIN_LEAK_GROWTH over the phase? Then a slower leak is behind the garbage, whatever its share.
+
+    A short phase's slope alone proves nothing: ``keras.models.load_model`` per iteration kept
+    +2.2 KiB an iteration (95%: 1.3-3.1 KiB) over a phase of 67 iterations, and a plain loop of
+    it with ``gc.collect()`` every 50 loads was flat over 5,600 (-3 B an iteration); a Keras
+    ``predict`` per iteration kept +1.2 KiB (95%: 1.0-1.3 KiB) over 72, and its plain loop grew
+    +1.2 KiB an iteration for 90 s. Both added ~100 KiB in their phase, far under what a leak must
+    add, so both are said, with the slope and its interval, as what the heap kept past the
+    garbage, not called. A closed ``tf.compat.v1.Session`` per call kept +21 B an iteration
+    (95%: 2-40 B) in one phase of three, flat with ``gc.collect()`` over 33,000 iterations:
+    under a block an iteration is what tables growing in steps average to."""
+    r = att.garbage
+    interval = r.get("live_interval") if r else None
     if interval is None or interval[0] <= 0:
         return False
-    return (interval[0] + interval[1]) / 2 >= max(KEPT_SAID * g.rss_slope, BLOCK_BYTES)
+    slope = (interval[0] + interval[1]) / 2
+    return (slope >= max(KEPT_SAID * g.rss_slope, BLOCK_BYTES)
+            and slope * r["iterations"] >= MIN_LEAK_GROWTH)
 
 
 def _kept(r: dict) -> str:
@@ -380,7 +387,16 @@ def _garbage_summary(att: Attribution) -> str:
     if r["live"] > KEPT_SAID * att.rss_slope:
         # Kept, but not growing clearly from one collection to the next (a kept slope whose
         # interval is above KEPT_SAID is a leak: _kept_grows), or measured once (a saved result).
-        unclear = ", too little or too uncertain to call a leak" if r.get("live_interval") else ""
+        unclear = ""
+        if (interval := r.get("live_interval")) is not None:
+            added = (interval[0] + interval[1]) / 2 * r["iterations"]
+            if interval[0] <= 0:
+                unclear = ", not clearly growing from one collection to the next"
+            elif added < MIN_LEAK_GROWTH:
+                unclear = (f", {format_bytes(added)} over them, under the "
+                           f"{format_bytes(MIN_LEAK_GROWTH)} a leak must add to be called one")
+            else:
+                unclear = ", too little an iteration to call a leak"
         kept = (f" Past the garbage the heap kept {_kept(r)} over the {r['iterations']} "
                 f"iterations measured ({r['live'] / att.rss_slope:.0%} of the growth by the "
                 f"phase's end){unclear}: if it goes on, a slower leak is behind the garbage; a "

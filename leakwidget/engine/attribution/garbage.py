@@ -47,8 +47,7 @@ from .sizes import type_name
 
 GATE_RISE = 64 << 10  # RSS rising by this much over the run's second half, at least …
 GATE_SHARE = 0.25  # garbage at the run's end worth a phase: this share of the recent RSS rate
-PHASE_SHARE = 0.35  # the phase lasts at most this share of the measured run's time (a fifth left
-# a Keras predict loop's kept slope undecided in two runs of five: docs/attribution.md) …
+PHASE_SHARE = 0.2  # the phase lasts at most this share of the measured run's time …
 PHASE_MIN_ITERATIONS = 3  # … but at least this many iterations
 PHASE_POINTS = 10  # measuring collections in the phase (its last at its end): the kept bytes' series
 # Student's t at 97.5% for 1..10 degrees of freedom: the kept slope's 95% interval from so few points.
