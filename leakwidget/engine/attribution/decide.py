@@ -385,8 +385,8 @@ def _garbage_summary(att: Attribution) -> str:
                  "so memory climbs in a sawtooth up to there, not without end.")
     kept = ""
     if r["live"] > KEPT_SAID * att.rss_slope:
-        # Kept, but not growing clearly from one collection to the next (a kept slope whose
-        # interval is above KEPT_SAID is a leak: _kept_grows), or measured once (a saved result).
+        # Kept, but not called a leak (_kept_grows): not clearly growing from one collection to
+        # the next, or too little to be one; or measured once (a result saved before the slope).
         unclear = ""
         if (interval := r.get("live_interval")) is not None:
             added = (interval[0] + interval[1]) / 2 * r["iterations"]

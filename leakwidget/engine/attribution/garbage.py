@@ -11,17 +11,17 @@ iteration piles up for thousands of iterations, and RSS climbs like a leak. Meas
 ``gc.collect()`` every 50 iterations flat; a watch said "Leak +21.9 KiB per iteration", and a
 path to the objects from ``numbers.Complex._abc_impl``.
 
-The measure is a phase after the measured run, between two full collections (the run itself
+The measure is a phase after the measured run, between full collections (the run itself
 never pays for them), after a run whose verdict is not "stable": the first one clears what the
 run left (and says whether any garbage is worth a phase: unreachable objects found, and at least
 a quarter of what the run's recent RSS rate adds over the run); then
 the step runs a few more times; the second one, saving what it finds (``gc.DEBUG_SAVEALL``) to
 count and size it before freeing it, measures the garbage those iterations made. The phase makes
 that measuring collection at PHASE_POINTS evenly spaced points, not only at its end: what the
-heap holds after each is a series, and its slope with a 95% interval says whether the heap keeps
-growing past the garbage (a Keras ``predict`` per iteration: 15 KiB of garbage, and with
-``gc.collect()`` every 100 calls RSS still +1.2 KiB an iteration for 90 s) or not (a ``fit``
-per iteration: flat). Only the garbage an iteration
+heap holds after each is a series, and its slope with a 95% interval is what the heap kept past
+the garbage (a Keras ``predict`` per iteration: ~+1.2 KiB an iteration, as a plain loop with
+``gc.collect()`` every 100 calls grows; decide.py calls it a leak only when it adds as much as
+any leak must). Only the garbage an iteration
 makes, against the verdict's rate, can say the growth is garbage: one-off garbage left by a
 warm-up (a first trace) freed at the end would pass for it if the run's end were measured.
 """
@@ -239,7 +239,7 @@ class Garbage:
             self._held.append((self._done, held))
 
     def end_phase(self, exc: BaseException | None) -> None:
-        """The phase is over: the second full collection measures what its iterations left."""
+        """The phase is over: its last measuring collection, and what they all found."""
         self.ended_by = exc
         if not self._done:
             return
@@ -270,7 +270,9 @@ class Garbage:
                 f", and the heap kept {format_bytes(r.live, signed=True)} an iteration past them")
         if r.live_interval is not None:
             lo, hi = r.live_interval
-            kept += f" (95%: {format_bytes(lo, signed=True)} to {format_bytes(hi, signed=True)})"
+            kept += (f" by the phase's end, {format_bytes((lo + hi) / 2, signed=True)} from one "
+                     f"collection to the next (95%: {format_bytes(lo, signed=True)} to "
+                     f"{format_bytes(hi, signed=True)})")
         return (f"Garbage in reference cycles was measured over {r.iterations} more iterations "
                 f"after the run, between full collections: {r.objects:,.1f} unreachable "
                 f"objects ({format_bytes(r.bytes)}) an iteration{kept}.{own}{ended}")
