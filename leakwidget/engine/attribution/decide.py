@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from ..units import format_bytes
 from ..verdict.constants import MIN_LEAK_GROWTH
-from .garbage import BLOCK_BYTES, GarbageRate, until_full_collection
+from .garbage import BLOCK_BYTES, GarbageRate, kept_rate, until_full_collection
 from .growth import Growth
 from .holders import cause as holder_cause
 from .result import (
@@ -344,7 +344,7 @@ def _kept_grows(att: Attribution, g: Growth) -> bool:
     interval = r.get("live_interval") if r else None
     if interval is None or interval[0] <= 0:
         return False
-    slope = (interval[0] + interval[1]) / 2
+    slope = kept_rate(interval)
     return (slope >= max(KEPT_SAID * g.rss_slope, BLOCK_BYTES)
             and slope * r["iterations"] >= MIN_LEAK_GROWTH)
 
@@ -356,7 +356,7 @@ def _kept(r: dict) -> str:
     if (interval := r.get("live_interval")) is None:
         return f"{format_bytes(max(r['live'], 0.0))} an iteration"
     lo, hi = interval
-    return (f"{format_bytes((lo + hi) / 2, signed=True)} an iteration (95%: "
+    return (f"{format_bytes(kept_rate(interval), signed=True)} an iteration (95%: "
             f"{format_bytes(lo, signed=True)} to {format_bytes(hi, signed=True)}) from one full "
             "collection to the next")
 
@@ -389,7 +389,7 @@ def _garbage_summary(att: Attribution) -> str:
         # the next, or too little to be one; or measured once (a result saved before the slope).
         unclear = ""
         if (interval := r.get("live_interval")) is not None:
-            added = (interval[0] + interval[1]) / 2 * r["iterations"]
+            added = kept_rate(interval) * r["iterations"]
             if interval[0] <= 0:
                 unclear = ", not clearly growing from one collection to the next"
             elif added < MIN_LEAK_GROWTH:

@@ -146,6 +146,12 @@ def kept_slope(points: list[tuple[int, int]]) -> tuple[float, float] | None:
     return slope - t * se, slope + t * se
 
 
+def kept_rate(interval: tuple[float, float] | list[float] | None) -> float | None:
+    """The bytes an iteration the heap kept, read from ``kept_slope``'s interval (its midpoint,
+    the least-squares slope); None without one."""
+    return None if interval is None else (interval[0] + interval[1]) / 2
+
+
 def collect_and_measure(save: bool) -> Collected:
     """A full collection and what it freed; ``save``: count and size what it found first."""
     before = heap()
@@ -270,7 +276,8 @@ class Garbage:
                 f", and the heap kept {format_bytes(r.live, signed=True)} an iteration past them")
         if r.live_interval is not None:
             lo, hi = r.live_interval
-            kept += (f" by the phase's end, {format_bytes((lo + hi) / 2, signed=True)} from one "
+            slope = format_bytes(kept_rate(r.live_interval), signed=True)
+            kept += (f" by the phase's end, {slope} from one "
                      f"collection to the next (95%: {format_bytes(lo, signed=True)} to "
                      f"{format_bytes(hi, signed=True)})")
         return (f"Garbage in reference cycles was measured over {r.iterations} more iterations "
