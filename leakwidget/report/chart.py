@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from ..engine.kinds import shown_kind
 from ..engine.units import format_bytes, format_duration
 from ..engine.verdict import Verdict
 from .colours import KIND_COLOURS, MIB, PALETTE, PHASES
@@ -57,7 +58,7 @@ class Drawable(Columns, Protocol):
 
     samples: np.ndarray  # (t, rss) rows
     verdict: Verdict
-    retention: bool  # growth the allocator keeps: not drawn as a leak
+    reading: str | None  # kinds.reading: growth the program does not keep is not drawn as a leak
     summary: str
 
 
@@ -118,8 +119,7 @@ def draw_chart(fig: Figure, result: Drawable) -> None:
     legend. Anything missing is not drawn, so a run that failed at once still has a picture."""
     t, rss = samples_of(result.samples)
     cols = record_columns(result)
-    kind = ("plateau" if getattr(result, "copying", False)  # a plateau per copying worker
-            else "retention" if result.retention else result.verdict.kind)
+    kind = shown_kind(result.verdict.kind, result.reading, getattr(result, "copying", False))
     colour = KIND_COLOURS.get(kind, KIND_COLOURS["inconclusive"])
     fig.suptitle("\n".join(heading(result, fig.get_figwidth() * fig.dpi)), x=0.01, ha="left",
                  color=colour, fontsize=11, fontweight="bold")
@@ -135,8 +135,9 @@ def draw_chart(fig: Figure, result: Drawable) -> None:
     steps.set_xlabel("time since the watch started (s)")
     ends = [float(t[-1])] if t.size else []
     memory.set_xlim(0.0, max([*ends, *(cols["end"][-1:]), 1e-3]))
-    legend = fig.legend(loc="outside lower center", ncols=5)
-    legend.set_gid("leakwidget-legend")
+    if any(ax.get_legend_handles_labels()[0] for ax in (memory, steps)):  # (none: nothing drawn)
+        legend = fig.legend(loc="outside lower center", ncols=5)
+        legend.set_gid("leakwidget-legend")
 
 
 def _phases(memory: Axes, steps: Axes, verdict: Verdict, cols: dict[str, np.ndarray],
