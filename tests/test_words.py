@@ -62,7 +62,9 @@ class Replayed:
 
     # What the result says of itself, read as a real WatchResult reads it.
     copy_on_write = None  # (no recorded run has forked workers)
+    reading = WatchResult.reading
     retention = WatchResult.retention
+    unsettled = WatchResult.unsettled
     copying = WatchResult.copying
     summary = WatchResult.summary
 

@@ -20,6 +20,31 @@ ATTRIBUTION_KINDS: tuple[AttributionKind, ...] = get_args(AttributionKind)
 # the collector has yet to free. A leak verdict with one of these reads "Growing, but not a
 # leak of your code".
 NOT_KEPT: tuple[AttributionKind, ...] = ("allocator", "garbage")
+# How a leak verdict reads with its attribution (reading()): as the verdict says (None), memory
+# the program does not keep ("retention"), or garbage hiding a kept part too briefly measured to
+# call ("unsettled").
+Reading = Literal["retention", "unsettled"]
+
+
+def reading(verdict_kind: str, attribution_kind: str | None,
+            kept_unsettled: float | None) -> Reading | None:
+    """A leak verdict whose growth the attribution found the program does not keep (NOT_KEPT)
+    reads "retention" ("Growing, but not a leak of your code"); under garbage, one whose heap
+    kept a part past it that the phase was too short to call a leak or not
+    (Attribution.kept_unsettled) reads "unsettled"; anything else reads as its verdict (None)."""
+    if verdict_kind != "leak" or attribution_kind not in NOT_KEPT:
+        return None
+    return "unsettled" if attribution_kind == "garbage" and kept_unsettled is not None else "retention"
+
+
+def shown_kind(verdict_kind: str, read: Reading | None, copying: bool) -> str:
+    """The kind a result is shown as (the dashboard's banner, the chart, the page): "plateau"
+    for workers copying what they share (bounded by it: a plateau per worker), "retention",
+    "inconclusive" for an unsettled reading (whether a leak is behind the garbage is open), else
+    the verdict's."""
+    if copying:
+        return "plateau"
+    return {"retention": "retention", "unsettled": "inconclusive"}.get(read or "", verdict_kind)
 
 # Why a watch ended: its budget ("iterations", "seconds"), a confident verdict, the user
 # (an interrupt, or Stop in a view: "stopped"), the step's exception, the memory guard, the

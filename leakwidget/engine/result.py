@@ -22,11 +22,11 @@ from .attribution import Attribution, DeviceMemory
 from .children import ChildResult
 from .copying import CopyOnWrite, tree_sentence
 from .environment import environment
-from .kinds import NOT_KEPT, StopReason
+from .kinds import Reading, StopReason, reading
 from .records import FIELDS, IterationRecord, RecordLog
 from .spec import WatchSpec
 from .units import rss_travel
-from .verdict import Verdict, retention_summary
+from .verdict import Verdict, read_summary
 
 
 def _step_not_restored(*args: object) -> None:
@@ -145,12 +145,26 @@ class WatchResult:
 
     # -- display -------------------------------------------------------------------------
     @property
+    def reading(self) -> Reading | None:
+        """How the leak verdict reads with the attribution (kinds.reading): "retention",
+        "unsettled", or None (as the verdict says)."""
+        att = self.attribution
+        return reading(self.verdict.kind, att and att.kind, att and att.kept_unsettled)
+
+    @property
     def retention(self) -> bool:
         """RSS grew like a leak, but the attribution found memory the program does not keep
         (kinds.NOT_KEPT): memory the allocator keeps (freed by the program, handed back by
-        malloc_trim), or garbage awaiting the cycle collector: not a leak of the user's code."""
-        return (self.verdict.kind == "leak" and self.attribution is not None
-                and self.attribution.kind in NOT_KEPT)
+        malloc_trim), or garbage awaiting the cycle collector with nothing unsettled kept past
+        it: not a leak of the user's code."""
+        return self.reading == "retention"
+
+    @property
+    def unsettled(self) -> bool:
+        """RSS grew like a leak, mostly garbage awaiting the cycle collector, and the heap kept a
+        part past it that the run was too short to call a leak or not
+        (Attribution.kept_unsettled)."""
+        return self.reading == "unsettled"
 
     @property
     def copying(self) -> bool:
@@ -160,12 +174,13 @@ class WatchResult:
 
     @property
     def summary(self) -> str:
-        """The verdict's sentence as it reads with the attribution: for allocator retention,
-        the numbers of the growth without the word "leak"; for copy-on-write, the copies."""
+        """The verdict's sentence as it reads with the attribution (words.read_summary): for
+        retention or an unsettled reading, the numbers of the growth without the word "leak";
+        for copy-on-write, the copies."""
         if self.copying:
             return self.copy_on_write.summary
         text = self.verdict.summary or f"Verdict: {self.verdict.kind}"
-        return retention_summary(text) if self.retention else text
+        return read_summary(text, self.reading, self.attribution and self.attribution.kept_unsettled)
 
     @property
     def tree_summary(self) -> str:

@@ -14,18 +14,17 @@ against its numbers.
 from __future__ import annotations
 
 import html
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..engine.attribution.result import Attribution
-from ..engine.kinds import StopReason
+from ..engine.kinds import StopReason, shown_kind
 from ..engine.result import WatchResult
 from ..engine.search import BisectResult, Configuration
 from ..engine.units import format_bytes, format_duration
-from ..engine.verdict import Verdict
+from ..engine.verdict import RETENTION_PREFIX, Verdict, unsettled_prefix
 from ..engine.workers.compare import CompareResult
 from ..report.colours import KIND_COLOURS
 from ..report.comparison import ANSWER_COLOURS
@@ -117,35 +116,31 @@ def verdict_headline(v: Verdict, kind: str) -> str:
     return f"Inconclusive after {v.iterations:,} iterations: no clear trend yet \u2014 run longer"
 
 
-def shown_kind(result: WatchResult) -> str:
-    """The kind the banner shows: the verdict's, "retention" for a leak of memory the
-    program does not keep (the allocator's, handed back by malloc_trim, or garbage awaiting
-    the cycle collector: kinds.NOT_KEPT), or
-    "plateau" for workers copying what they share (bounded by it: a plateau per worker)."""
-    if result.copying:
-        return "plateau"
-    return "retention" if result.retention else result.verdict.kind
-
-
-def _verdict_sentence(result: WatchResult, kind: str) -> str:
-    # For retention the headline says whose memory it is (the allocator's): beside it, the
-    # verdict's sentence gives the numbers of the growth, not the word "leak".
-    return re.sub(r"^Growing, but not a leak of your code: ", "", result.summary)
+def _verdict_sentence(result: WatchResult) -> str:
+    # For retention (or an unsettled reading) the headline says whose memory it is: beside it,
+    # the verdict's sentence gives the numbers of the growth, not the word "leak".
+    if result.unsettled:
+        return result.summary.removeprefix(unsettled_prefix(result.attribution.kept_unsettled))
+    return result.summary.removeprefix(RETENTION_PREFIX)
 
 
 def final_banner(result: WatchResult) -> Banner:
     """The banner of a finished run."""
     v = result.verdict
-    kind = shown_kind(result)
+    kind = shown_kind(v.kind, result.reading, result.copying)
     cols = {k: np.asarray(result.column(k), dtype=float) for k in ("index", "end")}
     sec = pace(cols["index"], cols["end"], float(v.onset if v.onset is not None else v.warmup))
     headline = result.copy_on_write.headline if result.copying else verdict_headline(v, kind)
     if kind == "retention" and result.attribution.kind == "garbage":
         headline = (f"Growing: garbage awaiting Python's cycle collector, not kept by your code "
                     f"({format_bytes(v.slope, signed=True)}/iteration)")
+    elif result.unsettled:
+        headline = (f"Growing: mostly garbage awaiting Python's cycle collector; up to "
+                    f"{format_bytes(result.attribution.kept_unsettled, signed=True)}/iteration may "
+                    "be kept past it, too soon to call \u2014 run longer")
     if result.error is not None:
         headline = f"The step raised {type(result.error).__name__} after {result.iteration_count:,} iterations"
-    details = [_verdict_sentence(result, kind)]
+    details = [_verdict_sentence(result)]
     if v.kind == "leak" and sec:
         details.append(f"Rate: {format_bytes(v.slope, signed=True)} per iteration{per_hour(v.slope, sec)}, "
                        f"at {_ms(sec)} per iteration.")

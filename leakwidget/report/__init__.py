@@ -4,5 +4,5 @@ self-contained HTML page ``save_html`` writes, a comparison's overlaid chart.
 Renderers follow one small Protocol (:class:`.render.Renderer`) and are imported where they are
 used; nothing registers itself. They read a result through Protocols of what they draw
 (``svg.Drawable``, ``html.Exported``, ``compare.Compared``) and need of the engine only its words
-(``engine.units``, ``engine.verdict``), so the engine's results can draw themselves with them.
+(``engine.kinds``, ``engine.units``, ``engine.verdict``), so the engine's results can draw themselves with them.
 """

@@ -24,9 +24,9 @@ from typing import Protocol
 
 import numpy as np
 
-from ..engine.kinds import NOT_KEPT
+from ..engine.kinds import reading, shown_kind
 from ..engine.units import format_bytes, format_duration, rss_travel
-from ..engine.verdict import Verdict, retention_summary
+from ..engine.verdict import Verdict, read_summary
 from .chart import projection_text, render_svg
 from .colours import KIND_COLOURS
 from .figure import ChartUnavailable
@@ -93,11 +93,14 @@ class SavedRun:
         self._rows = doc.get("iterations") or []
         self.children = [SavedChild.of(c) for c in doc.get("children") or []]
         # Growth the attribution found the program does not keep (the allocator's, garbage) is
-        # not called a leak (as on the dashboard and in str(result)).
-        self.retention = (self.verdict.kind == "leak"
-                          and (doc.get("attribution") or {}).get("kind") in NOT_KEPT)
+        # not called a leak, nor one whose garbage hides a part unsettled (as on the dashboard
+        # and in str(result): WatchResult.reading).
+        att = doc.get("attribution") or {}
+        self.reading = reading(self.verdict.kind, att.get("kind"), att.get("kept_unsettled"))
+        self.retention = self.reading == "retention"
+        self.unsettled = self.reading == "unsettled"
         summary = self.verdict.summary or self.verdict.kind
-        self.summary = retention_summary(summary) if self.retention else summary
+        self.summary = read_summary(summary, self.reading, att.get("kept_unsettled"))
         # Forked workers copying what they share are the story (result.copying, saved).
         cow = doc.get("copy_on_write") or {}
         self.copying = bool(cow) and bool(cow.get("explains", True))
@@ -150,7 +153,7 @@ def render_html(doc: Mapping) -> str:
 
 def _verdict_section(run: SavedRun, doc: Mapping) -> str:
     v = run.verdict
-    kind = "plateau" if run.copying else "retention" if run.retention else v.kind  # as the chart's
+    kind = shown_kind(v.kind, run.reading, run.copying)
     summary = run.summary
     colour = KIND_COLOURS.get(kind, KIND_COLOURS["inconclusive"])
     more = []

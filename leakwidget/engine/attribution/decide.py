@@ -199,6 +199,7 @@ def _classify(att: Attribution, g: Growth, python_growth: float, reclaimed: int,
     held = _held(att)
     if _garbage(att, g):
         att.kind = "garbage"
+        att.kept_unsettled = _kept_unsettled(att, g)
     elif att.reclaimed_bytes is not None and not alive and not held and _retained(att, reclaimed, growth, python_growth):
         att.kind = "allocator"
     elif alive or python_growth >= 0.5 * max(growth - (0 if held else reclaimed), 0.0):
@@ -349,6 +350,22 @@ def _kept_grows(att: Attribution, g: Growth) -> bool:
             and slope * r["iterations"] >= MIN_LEAK_GROWTH)
 
 
+def _kept_unsettled(att: Attribution, g: Growth) -> float | None:
+    """Under garbage, the most the heap may keep past it an iteration (the kept slope's 95%
+    upper bound) when that is at least KEPT_SAID of RSS's rate and a block, and no leak was
+    called behind the garbage (_kept_grows); else None. "Not a leak" needs the phase to rule out
+    a slower leak, and a short one cannot, nor tell one from a cache still filling: a Keras
+    ``predict`` per call kept +1.0-1.3 KiB an iteration in one phase and -0.3-2.3 KiB in another
+    (44 iterations), ``fit`` +2.3-3.3 KiB, and with ``gc.collect()`` every 200 calls both grew
+    +1.2 KiB a call for 5,800 calls (a leak); ``keras.models.load_model`` kept +1.3-3.1 KiB and
+    was flat over 5,600 (none). Such growth is called neither (WatchResult.unsettled)."""
+    r = att.garbage
+    interval = r.get("live_interval") if r else None
+    if interval is None or _kept_grows(att, g):
+        return None
+    return interval[1] if interval[1] >= max(KEPT_SAID * g.rss_slope, BLOCK_BYTES) else None
+
+
 def _kept(r: dict) -> str:
     """What the heap kept an iteration past the garbage: the slope from one measuring collection
     to the next with its 95% interval, or (a saved result measured once) what it held at the
@@ -384,25 +401,31 @@ def _garbage_summary(att: Attribution) -> str:
                  f"within about {n:,.0f} iterations at this rate, ~{format_bytes(n * min(r['bytes'], att.rss_slope))}), "
                  "so memory climbs in a sawtooth up to there, not without end.")
     kept = ""
-    if r["live"] > KEPT_SAID * att.rss_slope:
+    if r["live"] > KEPT_SAID * att.rss_slope or att.kept_unsettled is not None:
         # Kept, but not called a leak (_kept_grows): not clearly growing from one collection to
         # the next, or too little to be one; or measured once (a result saved before the slope).
         unclear = ""
         if (interval := r.get("live_interval")) is not None:
             added = kept_rate(interval) * r["iterations"]
             if interval[0] <= 0:
-                unclear = ", not clearly growing from one collection to the next"
+                unclear = (", not clearly growing from one collection to the next"
+                           + ("; too few iterations to rule out a slower leak behind the garbage"
+                              if att.kept_unsettled is not None else ""))
             elif added < MIN_LEAK_GROWTH:
                 unclear = (f", {format_bytes(added)} over them, under the "
-                           f"{format_bytes(MIN_LEAK_GROWTH)} a leak must add to be called one")
+                           f"{format_bytes(MIN_LEAK_GROWTH)} a leak must add to be called one"
+                           + ("; too few iterations to tell a slower leak from a cache still "
+                              "filling" if att.kept_unsettled is not None else ""))
             else:
                 unclear = ", too little an iteration to call a leak"
         kept = (f" Past the garbage the heap kept {_kept(r)} over the {r['iterations']} "
                 f"iterations measured ({r['live'] / att.rss_slope:.0%} of the growth by the "
                 f"phase's end){unclear}: if it goes on, a slower leak is behind the garbage; a "
                 "watch of a step that calls gc.collect() after its work measures it alone.")
+    whose = ("Mostly garbage awaiting Python's cycle collector" if att.kept_unsettled is not None
+             else "Garbage awaiting Python's cycle collector, not kept by your code")
     return (
-        f"Garbage awaiting Python's cycle collector, not kept by your code: each iteration "
+        f"{whose}: each iteration "
         f"leaves about {r['objects']:,.0f} objects ({share}) unreachable in reference cycles"
         f"{', most of all ' + top if top else ''}; only a full collection frees them, and "
         f"gc.collect() did.{until} gc.collect() every few hundred iterations keeps memory "

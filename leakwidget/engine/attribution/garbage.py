@@ -42,6 +42,7 @@ import numpy as np
 from ..records import RecordLog
 from ..sampler import malloc_in_use
 from ..units import format_bytes
+from ..verdict.constants import BLOCK_BYTES
 from .series import robust_slope
 from .sizes import type_name
 
@@ -53,7 +54,6 @@ PHASE_POINTS = 10  # measuring collections in the phase (its last at its end): t
 # Student's t at 97.5% for 1..10 degrees of freedom: the kept slope's 95% interval from so few points.
 T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
 SMALL_OBJECT = 512  # pymalloc serves objects up to this size (bigger ones count in malloc's)
-BLOCK_BYTES = 64  # a pymalloc block, for counts of blocks not otherwise sized (its common size)
 
 
 class Phase(Protocol):

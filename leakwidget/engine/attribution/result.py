@@ -151,6 +151,9 @@ class Attribution:
     # garbage.py's phase: what an iteration leaves to the cycle collector (objects, bytes, types
     # per iteration; the oldest generation's size; None: no phase ran)
     garbage: dict | None = None
+    # Under "garbage": the most bytes / iteration the heap may keep past it (95%), where the phase
+    # was too short to rule out or call a slower leak (decide.py's _kept_unsettled); else None
+    kept_unsettled: float | None = None
     native_sites: list[NativeSite] = field(default_factory=list)  # native=True: biggest first
     native_window: tuple[int, int] | None = None  # iterations memray traced (first, last)
     paths: list[RefPath] = field(default_factory=list)  # what keeps the growing types alive
@@ -193,6 +196,7 @@ class Attribution:
             "lines": [ln.to_dict() for ln in self.lines],
             "gpu": self.gpu,
             "garbage": self.garbage,
+            "kept_unsettled": num(self.kept_unsettled),
             "native_sites": [n.to_dict() for n in self.native_sites],
             "native_window": list(self.native_window) if self.native_window else None,
             "paths": [p.to_dict() for p in self.paths],

@@ -73,7 +73,7 @@ from .constants import (
 from .decision import decide
 from .model import Verdict
 from .stats import Trend, batches, detect_warmup, effective_rises, robust_sigma, theil_sen, trend
-from .words import retention_summary
+from .words import RETENTION_PREFIX, read_summary, unsettled_prefix
 
 __all__ = [
     "BLOCK_BYTES",
@@ -93,7 +93,9 @@ __all__ = [
     "decide",
     "detect_warmup",
     "effective_rises",
-    "retention_summary",
+    "RETENTION_PREFIX",
+    "read_summary",
+    "unsettled_prefix",
     "robust_sigma",
     "theil_sen",
     "trend",

@@ -214,7 +214,23 @@ def _doubt(doubt: Doubt) -> str:
             return "the data do not fit a leak, a plateau or a stable level"
 
 
-def retention_summary(verdict_summary: str) -> str:
-    """A leak verdict's sentence as it reads when the growth is memory the allocator keeps."""
+RETENTION_PREFIX = "Growing, but not a leak of your code: "
+
+
+def unsettled_prefix(kept: float) -> str:
+    """The first words of an unsettled reading (kinds.reading): garbage, and the most the heap
+    may keep past it an iteration, which the run was too short to call."""
+    return (f"Growing, mostly garbage awaiting Python's cycle collector; the heap may keep up to "
+            f"{format_bytes(kept, signed=True)} an iteration past it, and this run is too short "
+            "to call that a leak or not: ")
+
+
+def read_summary(verdict_summary: str, read: str | None, kept: float | None = None) -> str:
+    """A leak verdict's sentence as it reads with its attribution (kinds.reading): the numbers of
+    the growth without the word "leak" for memory the program does not keep, or beside garbage
+    whose kept part is unsettled; else the verdict's own."""
+    if read is None:
+        return verdict_summary
     # "Leak: +X per iteration", "Leak, slowing down: ..." -> "RSS growth: ...", "RSS growth, ...".
-    return "Growing, but not a leak of your code: " + re.sub(r"^Leak\b", "RSS growth", verdict_summary)
+    numbers = re.sub(r"^Leak\b", "RSS growth", verdict_summary)
+    return (unsettled_prefix(kept) if read == "unsettled" else RETENTION_PREFIX) + numbers
