@@ -305,6 +305,14 @@ def malloc_in_use() -> int | None:
     return int(info.uordblks) + int(info.hblkhd)
 
 
+def malloc_free() -> int | None:
+    """Bytes free inside glibc's arenas (``mallinfo2``'s ``fordblks``): memory malloc may hand
+    out again without asking the system for more, or None without glibc 2.33+. Right after
+    ``malloc_trim`` most of its pages are not resident: handing it out touches them again."""
+    fn = _glibc_functions()[1]
+    return None if fn is None else int(fn().fordblks)
+
+
 def _cgroup_headroom() -> int | None:
     """Bytes left under this process's cgroup v2 (or v1) memory limit, if one is set."""
     candidates = [

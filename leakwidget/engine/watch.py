@@ -277,7 +277,9 @@ class Watch:
         then let the children's reader and the observers take what their work will take (a
         scan of the processes; ``on_settled``, aside)."""
         if self.source.in_process:
-            settle_memory(self.spec, self._live, getattr(self.tracker, "baseline_census", None))
+            free = settle_memory(self.spec, self._live, getattr(self.tracker, "baseline_census", None))
+            if self.tracker is not None:
+                self.tracker.free_at_start = free
             if self._children is not None:
                 self._children.rehearse()
             for ob in self.observers:
@@ -618,7 +620,7 @@ def _refuse_unrun_body(returned: object) -> None:
 
 
 def settle_memory(spec: WatchSpec, live: LiveVerdicts | None,
-                  census: Callable[[], bool] | None = None) -> None:
+                  census: Callable[[], bool] | None = None) -> int | None:
     """Before the first iteration, collect and hand back memory freed earlier (an earlier
     run or cell, the pipeline the setup replaced), which a leak would reuse silently, hidden
     from RSS for hundreds of iterations. A full collection (~160 ns per block: 0.2–0.5 s with
@@ -631,7 +633,12 @@ def settle_memory(spec: WatchSpec, live: LiveVerdicts | None,
 
     np.median imports numpy.ma on its first call: it is imported before the census, with or
     without live verdicts, or the end-of-run verdict's import would be the newest objects of
-    the run, and named as what keeps a growing type alive."""
+    the run, and named as what keeps a growing type alive.
+
+    Returns the bytes then free inside malloc's heap (``sampler.malloc_free``, None without
+    glibc): the trim returned their whole pages to the system, and malloc handing that free
+    memory out again touches them anew, RSS climbing with nothing more in use
+    (attribution/decide.py's refill rule reads it)."""
     planned = planned_seconds(spec)
     full = planned is None or sys.getallocatedblocks() * FULL_GC_SECONDS_PER_BLOCK <= 0.01 * planned
     gc.collect() if full else gc.collect(1)
@@ -639,8 +646,10 @@ def settle_memory(spec: WatchSpec, live: LiveVerdicts | None,
 
     if census is None or not census():
         sampler.malloc_trim()
+    free = sampler.malloc_free()
     if live is not None:
         live.rehearse()
+    return free
 
 
 def verdict_of(log: RecordLog, spec: WatchSpec, available: int | None, baseline_rss: int,

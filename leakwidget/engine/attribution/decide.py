@@ -66,6 +66,7 @@ class Evidence:
     cause: str = ""  # a named cause its own evidence shows (retracing.py), said before the summary
     garbage_cause: str = ""  # … in its words for a growth that is garbage (what it made died)
     garbage: GarbageRate | None = None  # garbage.py's phase: what an iteration leaves to the collector
+    free_at_start: int | None = None  # bytes free in malloc's heap after the trim before iteration 0
 
 
 def attribute(ev: Evidence) -> Attribution:
@@ -89,6 +90,7 @@ def attribute(ev: Evidence) -> Attribution:
         att.bytes_per_block = ev.bytes_per_block
     att.top_sites = list(ev.top_sites)
     att.garbage = ev.garbage.to_dict() if ev.garbage is not None else None
+    att.free_at_start = ev.free_at_start
     _split(att, ev)
     att.growth_of = {"leak": "leak", "plateau": "plateau"}.get(g.verdict, "growth")
     if g.verdict in ("leak", "plateau"):  # a plateau's slopes are per iteration of its rise
@@ -202,6 +204,8 @@ def _classify(att: Attribution, g: Growth, python_growth: float, reclaimed: int,
         att.kept_unsettled = _kept_unsettled(att, g)
     elif att.reclaimed_bytes is not None and not alive and not held and _retained(att, reclaimed, growth, python_growth):
         att.kind = "allocator"
+    elif not alive and not held and _refills(att, growth, python_growth):
+        att.kind, att.refilling = "allocator", True
     elif alive or python_growth >= 0.5 * max(growth - (0 if held else reclaimed), 0.0):
         # (What the trim returned is no part of a growth held in use: 61 B/iteration of Python
         # objects were "python" once 4 MiB of free memory was taken off a 2 MiB growth.)
@@ -263,6 +267,16 @@ def summary(att: Attribution, reclaimed: int) -> str:
     per = "/iteration"
     if att.growth_of == "plateau":
         return _plateau_summary(att, reclaimed)
+    if att.kind == "allocator" and att.refilling:
+        return (
+            f"The allocator refilling free memory, not your code: RSS grew "
+            f"{format_bytes(att.growth_bytes)} ({format_bytes(att.rss_slope)}{per}) while malloc's "
+            f"bytes in use ({format_bytes(att.in_use_slope, signed=True)}{per}) and Python's "
+            f"objects stayed flat. Before the first iteration the watch returned the pages of "
+            f"the free memory glibc held ({format_bytes(att.free_at_start)} in its heap) to the "
+            "system; handing that memory out again touches its pages anew, so RSS climbs back, "
+            "bounded by it, with nothing more in use."
+        )
     if att.kind == "allocator":
         # What was handed back can exceed the growth measured (memory freed before the run, or
         # during the final clean-up): say so rather than give a share over 100%.
@@ -439,6 +453,18 @@ def _nothing_in_use_grew(att: Attribution, python_growth: float, growth: float) 
     count: a leak of tuples (the quickstart's, 34 KiB an iteration) leaves bytes in use flat."""
     return (att.in_use_slope is not None and att.in_use_slope <= IN_USE_FLAT_SHARE * att.rss_slope
             and python_growth <= IN_USE_FLAT_SHARE * growth)
+
+
+def _refills(att: Attribution, growth: float, python_growth: float) -> bool:
+    """Is RSS climbing back into free memory malloc already held? The watch trimmed it before
+    iteration 0 (watch.settle_memory), returning the pages of the free chunks inside the heap;
+    handing those chunks out again touches their pages anew. So RSS grows with malloc's bytes in
+    use and Python's objects flat (_nothing_in_use_grew), by at most what was free then.
+    Measured: ``tf.random.normal([256, 256])`` per iteration, bytes in use +0.09 B an iteration
+    over 20,000 iterations, read "Leak +143 B per iteration" in 3 of 5 watches of 10-12 s: the
+    heap's resident pages grew 1.3 MiB inside its 7 MiB of free chunks, its size unchanged."""
+    return (att.free_at_start is not None and 0 < growth <= att.free_at_start
+            and _nothing_in_use_grew(att, python_growth, growth))
 
 
 def _retained(att: Attribution, reclaimed: int, growth: float, python_growth: float) -> bool:

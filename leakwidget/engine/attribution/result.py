@@ -154,6 +154,11 @@ class Attribution:
     # Under "garbage": the most bytes / iteration the heap may keep past it (95%), where the phase
     # was too short to rule out or call a slower leak (decide.py's _kept_unsettled); else None
     kept_unsettled: float | None = None
+    # bytes free in malloc's heap once the watch trimmed it before iteration 0 (None: not read)
+    free_at_start: int | None = None
+    # kind "allocator" because RSS climbed back into that free memory, nothing more in use
+    # (decide.py's _refills), not because malloc_trim handed the growth back at the end
+    refilling: bool = False
     native_sites: list[NativeSite] = field(default_factory=list)  # native=True: biggest first
     native_window: tuple[int, int] | None = None  # iterations memray traced (first, last)
     paths: list[RefPath] = field(default_factory=list)  # what keeps the growing types alive
@@ -197,6 +202,8 @@ class Attribution:
             "gpu": self.gpu,
             "garbage": self.garbage,
             "kept_unsettled": num(self.kept_unsettled),
+            "free_at_start": self.free_at_start,
+            "refilling": self.refilling,
             "native_sites": [n.to_dict() for n in self.native_sites],
             "native_window": list(self.native_window) if self.native_window else None,
             "paths": [p.to_dict() for p in self.paths],

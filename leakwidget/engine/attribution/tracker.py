@@ -83,6 +83,9 @@ class Tracker:
 
     def _reset(self) -> None:
         self._done = 0  # iterations finished
+        # Bytes free inside malloc's heap once the watch trimmed it before iteration 0 (set by
+        # the watch: watch.settle_memory), what malloc may touch again with nothing more in use
+        self.free_at_start: int | None = None
         self._retention = Retention()
         self._garbage = Garbage()
         self._census = ObjectCensus(self.census, self.budget)
@@ -244,7 +247,7 @@ class Tracker:
             top_sites=tuple(sites), lines=lines, gpu=gpu, paths=paths, garbage=self._garbage.rate,
             native_sites=window.sites if window is not None else (),
             native_window=(window.first, window.last) if window is not None else None,
-            cause=cause, garbage_cause=garbage_cause,
+            cause=cause, garbage_cause=garbage_cause, free_at_start=self.free_at_start,
         )
 
     def _traced_slope(self, growth: Growth) -> float | None:
