@@ -318,6 +318,46 @@ CASES: dict[str, tuple[str, str, str, str]] = {
                 pass
         """,
     ),
+    "random_normal_loop": (
+        "no leak",
+        "tf.random.normal of a 256x256 tensor per iteration; malloc's bytes in use +0.09 B a call"
+        " over 20,000 calls (RSS flat over 17,000 in a plain loop)",
+        """
+        def setup():
+            return [256, 256]
+        """,
+        """
+        def step(shape):
+            tf.random.normal(shape)
+        """,
+    ),
+    "iterator_made_per_step": (
+        "leak",
+        "next(iter(ds.take(1))) on a fixed dataset per iteration; malloc's bytes in use +232 B a"
+        " call over 8,000 calls with gc.collect() every 200",
+        """
+        def setup():
+            return tf.data.Dataset.range(10**6).map(lambda v: v * 2)
+        """,
+        """
+        def step(ds):
+            next(iter(ds.take(1)))
+        """,
+    ),
+    "fixed_dataset_reiterated": (
+        "leak",
+        "for b in ds over one small fixed dataset per iteration; malloc's bytes in use +820 B a"
+        " pass over 4,000 passes with gc.collect() every 200",
+        """
+        def setup():
+            return tf.data.Dataset.range(100).map(lambda v: tf.cast(v, tf.float32) * 2).batch(10)
+        """,
+        """
+        def step(ds):
+            for _ in ds:
+                pass
+        """,
+    ),
 }
 
 _CHILD = r"""

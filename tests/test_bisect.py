@@ -13,6 +13,7 @@ import itertools
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -367,7 +368,11 @@ def test_a_real_allocator_retention_is_not_bisected():
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert not out["leak"] and out["culprits"] == [], out["text"]
-    assert out["kinds"] == ["leak"], out["text"]
+    # The baseline alone ran, and grew: by new arenas of 2.2 MiB an iteration until glibc's cap
+    # of arenas, when threads share them (a "leak", or growth "slowing down" if the cap comes
+    # within the 30 iterations).
+    assert len(out["kinds"]) == 1 and out["kinds"][0] in ("leak", "inconclusive"), out["text"]
+    assert re.search(r"memory grew \([\d.]+ [KM]iB/iteration\)", out["summary"]), out["summary"]
     assert "allocator retention" in out["summary"], out["text"]
 
 
