@@ -116,7 +116,10 @@ def test_native_malloc_leak_is_attributed_to_native_memory():
 def test_allocator_retention_is_reclaimable_and_not_blamed_on_the_code():
     # Each iteration a new thread (so a new glibc arena) allocates 2 MiB in small blocks and
     # frees all but the last one, which pins the freed memory below it: RSS grows, nothing is
-    # live, and only malloc_trim gives it back.
+    # live, and only malloc_trim gives it back. Until glibc's cap of arenas (8 per core), when
+    # threads share them and the growth stops: in a test worker with TensorFlow's threads that
+    # can come within the run, a plateau ("a buffer or cache that filled, not a leak ...
+    # allocator retention"), else a leak verdict ("Allocator retention, not your code").
     _, step, release = ex.allocator_retention()
     try:
         r = _watch(step, iterations=30)
@@ -127,7 +130,8 @@ def test_allocator_retention_is_reclaimable_and_not_blamed_on_the_code():
     assert rss[-1] - rss[0] > 8 * 2**20, str(a)
     assert a.kind == "allocator", str(a)
     assert a.reclaimed_bytes >= 0.5 * a.growth_bytes
-    assert "MALLOC_ARENA_MAX" in a.summary and "not your code" in a.summary
+    assert "MALLOC_ARENA_MAX" in a.summary and "allocator retention" in a.summary.lower(), a.summary
+    assert "not your code" in a.summary or (r.verdict.kind == "plateau" and "not a leak" in a.summary), a.summary
 
 
 def test_no_growth_is_attributed_to_nothing():
