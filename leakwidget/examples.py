@@ -138,7 +138,7 @@ def allocator_retention(block: int = 512, blocks: int = 4096):
         pins.append(got[-1])
         # Nothing of the list lives on while the thread waits: its 4,096 ints and 32 KiB array
         # kept beside the pin were memory in use (bytes in use at half RSS's rate, "python").
-        del got, p
+        del got
         ready.set()
         done.wait()
 
