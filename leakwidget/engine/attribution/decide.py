@@ -199,8 +199,8 @@ def _classify(att: Attribution, g: Growth, python_growth: float, reclaimed: int,
     # TensorFlow's iterator state (bytes in use +734 B an iteration, RSS +1.0 KiB), and the
     # trim's 4 MiB of free memory (twice the growth) made it "Allocator retention, not your code".
     held = _held(att)
-    if _in_use_explains(att):
-        alive = False
+    in_use_explains = _in_use_explains(att)
+    alive = alive and not in_use_explains
     if _garbage(att, g):
         att.kind = "garbage"
         att.kept_unsettled = _kept_unsettled(att, g)
@@ -209,7 +209,7 @@ def _classify(att: Attribution, g: Growth, python_growth: float, reclaimed: int,
     elif not alive and not held and _refills(att, growth, python_growth):
         att.kind, att.refilling = "allocator", True
     elif alive or (python_growth >= 0.5 * max(growth - (0 if held else reclaimed), 0.0)
-                   and not _in_use_explains(att)):
+                   and not in_use_explains):
         # (What the trim returned is no part of a growth held in use: 61 B/iteration of Python
         # objects were "python" once 4 MiB of free memory was taken off a 2 MiB growth.)
         att.kind = "python"
@@ -354,8 +354,8 @@ def _kept_grows(att: Attribution, g: Growth) -> bool:
     it with ``gc.collect()`` every 50 loads was flat over 5,600 (-3 B an iteration); a Keras
     ``predict`` per iteration kept +1.2 KiB (95%: 1.0-1.3 KiB) over 72, and its plain loop grew
     +1.2 KiB an iteration for 90 s. Both added ~100 KiB in their phase, far under what a leak must
-    add, so both are said, with the slope and its interval, as what the heap kept past the
-    garbage, not called. A closed ``tf.compat.v1.Session`` per call kept +21 B an iteration
+    add, so neither is called a leak; and neither is called no leak (_kept_unsettled: predict's
+    plain loop grows, and load_model's flat figure was read from RSS alone). A closed ``tf.compat.v1.Session`` per call kept +21 B an iteration
     (95%: 2-40 B) in one phase of three, flat with ``gc.collect()`` over 33,000 iterations:
     under a block an iteration is what tables growing in steps average to."""
     r = att.garbage
