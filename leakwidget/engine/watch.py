@@ -28,7 +28,7 @@ from ..stages import Stage, StageSession, session
 from . import sampler
 from .attribution import Tracker, find_step_code
 from .attribution.garbage import Phase
-from .budget import Budget, planned_seconds
+from .budget import DEFAULT_SECONDS, Budget, planned_seconds
 from .children import WithChildren, child_results
 from .copying import as_attribution, copy_on_write, tree_growth
 from .guard import MemoryGuard, MemoryGuardTripped
@@ -564,7 +564,11 @@ async def phase_after(watch: Watch, phase: Phase, step: Callable[[], object],
     """A phase after the measured run (the tracker's: garbage.py, trace.py): the step again,
     as many iterations and seconds as the phase plans; the exception that ended it, if one
     did. Nothing is recorded: the verdict reads the measured run."""
-    plan = phase.plan_phase(watch.log, watch.looping, grew)
+    # Seconds of the default budget the measured run left, when the user set no length: a
+    # phase still without its answer may take them (garbage.py's extend_phase).
+    spare = (max(0.0, DEFAULT_SECONDS - watch.looping)
+             if watch.spec.seconds is None and watch.spec.iterations is None else 0.0)
+    plan = phase.plan_phase(watch.log, watch.looping, grew, spare)
     if plan is None:
         return None
     least, most, seconds = plan
@@ -572,14 +576,20 @@ async def phase_after(watch: Watch, phase: Phase, step: Callable[[], object],
     phase.begin_phase()
     done = 0
     try:
-        while (done < most and (done < least or time.perf_counter() < deadline)
-               and watch._stop_request is None):
+        while watch._stop_request is None:
+            if not (done < most and (done < least or time.perf_counter() < deadline)):
+                if (more := phase.extend_phase()) is None:
+                    break
+                most, deadline = done + more[0], time.perf_counter() + more[1]
+                continue
             _bracketed(step, watch._guard, watch._interrupts)
             done += 1
             # The phase's own work (garbage.py's measuring collections) does not take the step's time.
             mark = time.perf_counter()
-            phase.on_phase_iteration()
+            answered = phase.on_phase_iteration()
             deadline += time.perf_counter() - mark
+            if answered:
+                break
             await pause()
     except BaseException as exc:  # the run's result stands; the watch says how the phase ended
         phase.end_phase(exc)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from ..units import format_bytes
 from ..verdict.constants import MIN_LEAK_GROWTH
-from .garbage import BLOCK_BYTES, GarbageRate, kept_rate, until_full_collection
+from .garbage import KEPT_SAID, GarbageRate, kept_call, kept_rate, until_full_collection
 from .growth import Growth
 from .holders import cause as holder_cause
 from .result import (
@@ -40,7 +40,6 @@ GARBAGE_SHARE = 0.5  # garbage an iteration makes, at this share of RSS's rate -
 # (5.1 KiB an iteration past the garbage, 35% of RSS's rate): a leak, not garbage. Keras's
 # fit or predict per iteration: 9-13% (each call's dataset iterator, TensorFlow's own).
 LIVE_SHARE = 0.2
-KEPT_SAID = 0.05  # what the heap keeps past the garbage is said from this share of RSS's rate
 
 
 @dataclass(frozen=True)
@@ -359,12 +358,7 @@ def _kept_grows(att: Attribution, g: Growth) -> bool:
     (95%: 2-40 B) in one phase of three, flat with ``gc.collect()`` over 33,000 iterations:
     under a block an iteration is what tables growing in steps average to."""
     r = att.garbage
-    interval = r.get("live_interval") if r else None
-    if interval is None or interval[0] <= 0:
-        return False
-    slope = kept_rate(interval)
-    return (slope >= max(KEPT_SAID * g.rss_slope, BLOCK_BYTES)
-            and slope * r["iterations"] >= MIN_LEAK_GROWTH)
+    return bool(r) and kept_call(r.get("live_interval"), r["iterations"], g.rss_slope) == "leak"
 
 
 def _kept_unsettled(att: Attribution, g: Growth) -> float | None:
@@ -377,10 +371,9 @@ def _kept_unsettled(att: Attribution, g: Growth) -> float | None:
     +1.2 KiB a call for 5,800 calls (a leak); ``keras.models.load_model`` kept +1.3-3.1 KiB and
     was flat over 5,600 (none). Such growth is called neither (WatchResult.unsettled)."""
     r = att.garbage
-    interval = r.get("live_interval") if r else None
-    if interval is None or _kept_grows(att, g):
+    if not r or kept_call(r.get("live_interval"), r["iterations"], g.rss_slope) != "unsettled":
         return None
-    return interval[1] if interval[1] >= max(KEPT_SAID * g.rss_slope, BLOCK_BYTES) else None
+    return r["live_interval"][1]
 
 
 def _kept(r: dict) -> str:

@@ -21,7 +21,9 @@ that measuring collection at PHASE_POINTS evenly spaced points, not only at its 
 heap holds after each is a series, and its slope with a 95% interval is what the heap kept past
 the garbage (a Keras ``predict`` per iteration: ~+1.2 KiB an iteration, as a plain loop with
 ``gc.collect()`` every 100 calls grows; decide.py calls it a leak only when it adds as much as
-any leak must). Only the garbage an iteration
+any leak must, kept_call). A phase whose slope is still unsettled when its plan is spent goes
+on, when the user left the length to the watch, into the seconds of the default budget the run
+left, until the slope has its answer (extend_phase). Only the garbage an iteration
 makes, against the verdict's rate, can say the growth is garbage: one-off garbage left by a
 warm-up (a first trace) freed at the end would pass for it if the run's end were measured.
 """
@@ -42,7 +44,7 @@ import numpy as np
 from ..records import RecordLog
 from ..sampler import malloc_in_use
 from ..units import format_bytes
-from ..verdict.constants import BLOCK_BYTES
+from ..verdict.constants import BLOCK_BYTES, MIN_LEAK_GROWTH
 from .series import robust_slope
 from .sizes import type_name
 
@@ -51,6 +53,7 @@ GATE_SHARE = 0.25  # garbage at the run's end worth a phase: this share of the r
 PHASE_SHARE = 0.2  # the phase lasts at most this share of the measured run's time …
 PHASE_MIN_ITERATIONS = 3  # … but at least this many iterations
 PHASE_POINTS = 10  # measuring collections in the phase (its last at its end): the kept bytes' series
+KEPT_SAID = 0.05  # what the heap keeps past the garbage is said from this share of RSS's rate
 # Student's t at 97.5% for 1..10 degrees of freedom: the kept slope's 95% interval from so few points.
 T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
 SMALL_OBJECT = 512  # pymalloc serves objects up to this size (bigger ones count in malloc's)
@@ -59,13 +62,19 @@ SMALL_OBJECT = 512  # pymalloc serves objects up to this size (bigger ones count
 class Phase(Protocol):
     """Iterations after the measured run, for evidence the run itself must not pay for."""
 
-    def plan_phase(self, log: RecordLog, seconds: float,
-                   grew: Callable[[], bool]) -> tuple[int, int, float] | None:
+    def plan_phase(self, log: RecordLog, seconds: float, grew: Callable[[], bool],
+                   spare: float = 0.0) -> tuple[int, int, float] | None:
         """(least, most) iterations and seconds at most; None: no phase. ``grew()``: is the
-        measured run's verdict other than "stable" (decided once, when first asked)?"""
+        measured run's verdict other than "stable" (decided once, when first asked)?
+        ``spare``: seconds of the watch's default budget the measured run left (0 when the user
+        set its length), which a phase still without its answer may take (extend_phase)."""
 
     def begin_phase(self) -> None: ...
-    def on_phase_iteration(self) -> None: ...
+    def on_phase_iteration(self) -> bool | None:
+        """After each iteration; True: the phase has its answer, end it now."""
+    def extend_phase(self) -> tuple[int, float] | None:
+        """The planned iterations or seconds are spent: (more iterations, more seconds) at
+        most, or None to end the phase."""
     def end_phase(self, exc: BaseException | None) -> None: ...
 
 
@@ -152,6 +161,23 @@ def kept_rate(interval: tuple[float, float] | list[float] | None) -> float | Non
     return None if interval is None else (interval[0] + interval[1]) / 2
 
 
+def kept_call(interval: tuple[float, float] | list[float] | None, iterations: int,
+              rss_rate: float) -> str | None:
+    """What the heap's kept slope over ``iterations`` says, against a run whose RSS grew
+    ``rss_rate`` an iteration: "leak" (above zero at 95%, at least KEPT_SAID of RSS's rate and a
+    pymalloc block an iteration, and MIN_LEAK_GROWTH added over the iterations: a slower leak
+    behind the garbage), "unsettled" (not that, but its 95% upper bound reaches as much: a short
+    phase cannot rule a slower leak out), "none" (under it at 95%); None without a slope.
+    decide.py reads it; so does the phase, to end when the slope has its answer."""
+    if interval is None:
+        return None
+    said = max(KEPT_SAID * rss_rate, BLOCK_BYTES)
+    slope = kept_rate(interval)
+    if interval[0] > 0 and slope >= said and slope * iterations >= MIN_LEAK_GROWTH:
+        return "leak"
+    return "unsettled" if interval[1] >= said else "none"
+
+
 def collect_and_measure(save: bool) -> Collected:
     """A full collection and what it freed; ``save``: count and size what it found first."""
     before = heap()
@@ -191,14 +217,19 @@ class Garbage:
         self._found: list[Collected] = []  # what each measuring collection found
         self._held: list[tuple[int, int]] = []  # (iterations, bytes the heap held) after each
         self._ours = 0  # full collections the measuring ones made (not Python's own)
+        self._rss_rate = 0.0  # the run's RSS rate an iteration, late in the run (kept_call's)
+        self._spare = 0.0  # seconds the phase may go on past its plan without its answer
+        self._points = PHASE_POINTS - 1  # measuring collections at most before the phase's end
+        self.extended = False  # the phase went on past its plan (extend_phase)
 
-    def plan_phase(self, log: RecordLog, seconds: float,
-                   grew: Callable[[], bool]) -> tuple[int, int, float] | None:
+    def plan_phase(self, log: RecordLog, seconds: float, grew: Callable[[], bool],
+                   spare: float = 0.0) -> tuple[int, int, float] | None:
         """After the measured run: the phase's (least, most) iterations and its seconds at
         most, or None when there is nothing to measure (RSS not rising at the end, a run
         whose verdict is "stable", or too little garbage left for it to matter). Its first
-        full collection is made here."""
-        self.rate, self.ended_by, self._done = None, None, 0
+        full collection is made here. ``spare``: the default budget's seconds the run left,
+        for extend_phase."""
+        self.rate, self.ended_by, self._done, self.extended = None, None, 0, False
         if log.n < 8:
             return None
         idx, rss = (np.asarray(log.column(k), dtype=float) for k in ("index", "rss"))
@@ -215,6 +246,7 @@ class Garbage:
         self._full0 = gc.get_stats()[2]["collections"]
         self._heap0 = heap()
         self._plan = (max(PHASE_MIN_ITERATIONS, log.total), PHASE_SHARE * seconds)
+        self._rss_rate, self._spare, self._points = rate, max(0.0, spare - self._plan[1]), PHASE_POINTS - 1
         return PHASE_MIN_ITERATIONS, self._plan[0], self._plan[1]
 
     def begin_phase(self) -> None:
@@ -223,19 +255,47 @@ class Garbage:
         self._start = time.perf_counter()
         self._marks = (self._plan[0] / PHASE_POINTS, self._plan[1] / PHASE_POINTS)
 
-    def on_phase_iteration(self) -> None:
+    def on_phase_iteration(self) -> bool:
         """A measuring collection at each PHASE_POINTS-th of the phase's iterations or of its
-        time, whichever comes first (not at its end: end_phase makes that one)."""
+        time, whichever comes first (not at its end: end_phase makes that one). True once an
+        extended phase's kept slope has its answer (kept_call: a leak, or none)."""
         self._done += 1
         most, seconds = self._plan
         elapsed = time.perf_counter() - self._start
-        if (self._done >= most or len(self._found) >= PHASE_POINTS - 1
+        if (self._done >= most or len(self._found) >= self._points
                 or (self._done < self._marks[0] and elapsed < self._marks[1])):
-            return
+            return False
         self._measure()
         # The next mark past both where the phase is now (a slow step skips marks).
         k = max(math.floor(self._done * PHASE_POINTS / most), math.floor(elapsed * PHASE_POINTS / seconds)) + 1
         self._marks = (k * most / PHASE_POINTS, k * seconds / PHASE_POINTS)
+        return self.extended and self._call() != "unsettled"
+
+    def _call(self) -> str | None:
+        """kept_call of the measuring collections so far (None: no slope yet)."""
+        if len(self._held) < len(self._found):  # malloc's bytes in use unreadable
+            return None
+        return kept_call(kept_slope(self._held), self._done, self._rss_rate)
+
+    def extend_phase(self) -> tuple[int, float] | None:
+        """Once: the planned phase is spent and its kept slope is unsettled (neither a leak's
+        worth nor ruled out, kept_call), and the watch's default budget has seconds left (the
+        user set no length): go on for them, PHASE_POINTS more measuring collections spread over
+        them, until the slope has its answer. A Keras ``predict`` per call kept +1.2 KiB past
+        its garbage, ~100 KiB over the 20% phase: 1 MiB, a leak's worth, takes ~850 calls."""
+        if self.extended or self._spare <= 0 or not self._done:
+            return None
+        if not self._held or self._held[-1][0] < self._done:
+            self._measure()
+        if self._call() != "unsettled":
+            return None
+        self.extended = True
+        elapsed = time.perf_counter() - self._start
+        self._plan = (sys.maxsize, elapsed + self._spare)
+        self._points = len(self._found) + PHASE_POINTS - 1
+        k = math.floor(elapsed * PHASE_POINTS / self._plan[1]) + 1
+        self._marks = (sys.maxsize, k * self._plan[1] / PHASE_POINTS)
+        return sys.maxsize, self._spare
 
     def _measure(self) -> None:
         before = gc.get_stats()[2]["collections"]

@@ -61,8 +61,8 @@ class Tracing:
         self._warmup = max(1, warmup)
         return tracemalloc.is_tracing()
 
-    def plan_phase(self, log: RecordLog, seconds: float,
-                   grew: Callable[[], bool]) -> tuple[int, int, float] | None:
+    def plan_phase(self, log: RecordLog, seconds: float, grew: Callable[[], bool],
+                   spare: float = 0.0) -> tuple[int, int, float] | None:
         """--trace with tracemalloc off, after the measured run: the traced phase's iterations
         at least (however long they take) and at most, and its seconds at most; None when no
         iteration finished. Every verdict gets one, "stable" too: a short run of a small leak
@@ -88,6 +88,10 @@ class Tracing:
             now = time.perf_counter()
             self._final = tracemalloc.take_snapshot()
             self.spent += time.perf_counter() - now
+
+    def extend_phase(self) -> None:
+        """The traced phase is as long as planned (its sites need no more)."""
+        return None
 
     def on_phase_iteration(self) -> None:
         """After each iteration of the traced phase."""
