@@ -174,19 +174,21 @@ def test_a_kept_slope_under_one_block_an_iteration_is_not_a_leak_behind_the_garb
     assert attribute(Evidence(growth, garbage=rate((100.0, 156.0)))).kind != "garbage"
 
 
-def _unsettled_result(interval: tuple[float, float]):
+def _unsettled_result(interval: tuple[float, float], phase: int = 72):
     """A run whose RSS climbs +19.5 KiB an iteration, mostly garbage (20 KB an iteration), and
-    whose garbage phase of 72 iterations measured the kept slope ``interval``."""
+    whose garbage phase of ``phase`` iterations measured the kept slope ``interval``."""
     from leakwidget.engine.result import WatchResult
     from leakwidget.engine.spec import WatchSpec
     from leakwidget.engine.verdict import Verdict
 
-    rate = GarbageRate(iterations=72, objects=40.0, bytes=20_000, live=2_600.0,
+    rate = GarbageRate(iterations=phase, objects=40.0, bytes=20_000, live=2_600.0,
                        types=(("dict", 20.0),), long_lived=360_000, full_collections=0,
                        live_interval=interval)
     verdict = Verdict("leak", slope=20_000.0, slope_low=19_000.0, slope_high=21_000.0, onset=10,
-                      confident=True, iterations=1010,
-                      summary="Leak: +19.5 KiB per iteration (95%: 18.6–20.5 KiB) since iteration 10.")
+                      confident=True, iterations=1010, exhaust_iterations=100_000.0,
+                      exhaust_seconds=3_600.0,
+                      summary="Leak: +19.5 KiB per iteration (95%: 18.6–20.5 KiB) since iteration 10; "
+                              "at this rate available memory runs out in about 1.0 h (100,000 iterations).")
     return WatchResult(WatchSpec(step=lambda: None), verdict, "confident",
                        attribution=attribute(Evidence(_leak(20_000.0), garbage=rate)))
 
@@ -260,10 +262,46 @@ def test_with_the_length_left_to_it_the_phase_goes_on_until_a_slower_leak_behind
     assert 1024 < lo <= hi < 2560, (lo, hi)  # the 1.5 KiB an iteration the list keeps
     ran = att.garbage["iterations"]
     assert ran * (lo + hi) / 2 >= 1 << 20 and ran > 0.3 * r.iteration_count, (ran, r.iteration_count)
-    assert r.summary.startswith("Leak"), r.summary
+    assert att.kept_behind == pytest.approx((lo + hi) / 2)
+    rate = format_bytes(att.kept_behind, signed=True)  # its own rate, not RSS's (~9.5 KiB)
+    assert r.summary.startswith(f"Leak: {rate} per iteration kept past the garbage"), r.summary
+    from leakwidget.notebook.banner import final_banner
+
+    banner = final_banner(r)  # the dashboard's: the leak's own rate, not RSS's with the sawtooth
+    assert banner.headline.startswith(f"Leak: {rate}/iteration kept past the garbage"), banner.headline
+    assert any(d.startswith(f"Rate: {rate} per iteration") for d in banner.details), banner.details
 
     kept.clear()
     r = leakwidget.watch(step, widget=False, seconds=r.elapsed)
     assert r.attribution.kind == "garbage" and r.unsettled, str(r.attribution)
     assert r.attribution.garbage["iterations"] < 0.3 * r.iteration_count
     assert "too few iterations" in r.attribution.summary, r.attribution.summary
+
+
+def test_a_leak_behind_the_garbage_is_told_at_its_own_rate_and_memory_runs_out_at_it():
+    # A Keras predict per call, its phase gone on for 870 calls: +1.2 KiB kept past ~23 KiB of
+    # garbage, RSS +14.9 KiB a call. The garbage's sawtooth is brought down by Python's full
+    # collections; what runs memory out is the kept part: "out of memory in 21 h" at RSS's rate
+    # was 12 times too soon. Here: 2,000 B kept against RSS's 20,000, so 10 times later.
+    from leakwidget.notebook.banner import final_banner
+    from leakwidget.report.chart import heading
+    from leakwidget.report.html import SavedRun
+    from leakwidget.report.saved import check_saved
+
+    r = _unsettled_result((1_900.0, 2_100.0), phase=870)
+    att = r.attribution
+    assert att.kind != "garbage" and att.kept_behind == pytest.approx(2_000.0), att.summary
+    assert r.reading is None and not r.unsettled and not r.retention
+    assert r.summary.startswith("Leak: +2.0 KiB per iteration kept past the garbage since iteration 10 "
+                                "(RSS: +19.5 KiB per iteration"), r.summary
+    assert "runs out in about 10.0 h (1,000,000 iterations)" in r.summary, r.summary
+    banner = final_banner(r)
+    assert banner.kind == "leak", banner
+    assert banner.headline == "Leak: +2.0 KiB/iteration kept past the garbage \u00b7 out of memory in ~10.0 h", banner
+    doc = json.loads(r.to_json())
+    check_saved(doc)
+    assert doc["attribution"]["kept_behind"] == pytest.approx(2_000.0)
+    assert SavedRun(doc).summary == r.summary
+    assert "1.0 h" not in " ".join(heading(r, 900))  # the chart's heading: no projection at RSS's rate
+    # A phase too short for a leak's worth: no rate of its own (unsettled, as before).
+    assert _unsettled_result((1_900.0, 2_100.0)).attribution.kept_behind is None

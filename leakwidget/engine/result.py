@@ -179,8 +179,8 @@ class WatchResult:
         for copy-on-write, the copies."""
         if self.copying:
             return self.copy_on_write.summary
-        text = self.verdict.summary or f"Verdict: {self.verdict.kind}"
-        return read_summary(text, self.reading, self.attribution and self.attribution.kept_unsettled)
+        att = self.attribution
+        return read_summary(self.verdict, self.reading, att and att.kept_unsettled, att and att.kept_behind)
 
     @property
     def tree_summary(self) -> str:

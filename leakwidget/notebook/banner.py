@@ -24,7 +24,7 @@ from ..engine.kinds import StopReason, shown_kind
 from ..engine.result import WatchResult
 from ..engine.search import BisectResult, Configuration
 from ..engine.units import format_bytes, format_duration
-from ..engine.verdict import RETENTION_PREFIX, Verdict, unsettled_prefix
+from ..engine.verdict import RETENTION_PREFIX, Verdict, exhaust_at, unsettled_prefix
 from ..engine.workers.compare import CompareResult
 from ..report.colours import KIND_COLOURS
 from ..report.comparison import ANSWER_COLOURS
@@ -138,11 +138,21 @@ def final_banner(result: WatchResult) -> Banner:
         headline = (f"Growing: mostly garbage awaiting Python's cycle collector; up to "
                     f"{format_bytes(result.attribution.kept_unsettled, signed=True)}/iteration may "
                     "be kept past it, too soon to call \u2014 run longer")
+    # A leak behind much garbage runs memory out at its own rate, not at RSS's (the sawtooth).
+    behind = result.attribution.kept_behind if kind == "leak" and result.attribution else None
+    if behind is not None:
+        headline = f"Leak: {format_bytes(behind, signed=True)}/iteration kept past the garbage"
+        iterations, seconds = exhaust_at(v, behind)
+        if seconds is not None:
+            headline += f" \u00b7 out of memory in ~{format_duration(seconds)}"
+        elif iterations is not None:
+            headline += f" \u00b7 out of memory in ~{iterations:,.0f} iterations"
     if result.error is not None:
         headline = f"The step raised {type(result.error).__name__} after {result.iteration_count:,} iterations"
     details = [_verdict_sentence(result)]
     if v.kind == "leak" and sec:
-        details.append(f"Rate: {format_bytes(v.slope, signed=True)} per iteration{per_hour(v.slope, sec)}, "
+        rate = v.slope if behind is None else behind
+        details.append(f"Rate: {format_bytes(rate, signed=True)} per iteration{per_hour(rate, sec)}, "
                        f"at {_ms(sec)} per iteration.")
     ran = f"{result.iteration_count:,} iterations in {elapsed(result.elapsed)}."
     details.append(f"{ran} {STOPPED.get(result.stopped, '')}".strip() if result.stopped else ran)

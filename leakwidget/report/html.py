@@ -99,8 +99,8 @@ class SavedRun:
         self.reading = reading(self.verdict.kind, att.get("kind"), att.get("kept_unsettled"))
         self.retention = self.reading == "retention"
         self.unsettled = self.reading == "unsettled"
-        summary = self.verdict.summary or self.verdict.kind
-        self.summary = read_summary(summary, self.reading, att.get("kept_unsettled"))
+        self.summary = read_summary(self.verdict, self.reading, att.get("kept_unsettled"),
+                                    att.get("kept_behind"))
         # Forked workers copying what they share are the story (result.copying, saved).
         cow = doc.get("copy_on_write") or {}
         self.copying = bool(cow) and bool(cow.get("explains", True))

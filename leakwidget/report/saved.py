@@ -44,6 +44,7 @@ _ATTRIBUTION = {
     "native_slope": Maybe(NUMBER), "python_source": Maybe(str), "reclaimed_bytes": Maybe(NUMBER),
     "in_use_slope": Maybe(NUMBER), "growth_bytes": Maybe(NUMBER), "notes": _TEXTS,
     "garbage": Maybe({"bytes": Required(NUMBER)}), "kept_unsettled": Maybe(NUMBER),
+    "kept_behind": Maybe(NUMBER),
     "free_at_start": Maybe(NUMBER), "refilling": bool,
     "top_types": [{"name": Required(str), "per_iteration": Required(NUMBER),
                    "bytes_per_iteration": Required(NUMBER), "steady": Maybe(bool)}],

@@ -217,6 +217,8 @@ def _classify(att: Attribution, g: Growth, python_growth: float, reclaimed: int,
     att.summary = summary(att, reclaimed)
     r = att.garbage
     if att.kind != "garbage" and _much_garbage(att, g):
+        if _kept_grows(att, g):
+            att.kept_behind = kept_rate(r["live_interval"])
         # Garbage on top of a leak: the leak is what the heap keeps past it (a from_generator
         # built each step: 63 KiB of garbage an iteration over 5.1 KiB its graph keeps).
         att.summary += (

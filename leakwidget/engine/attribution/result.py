@@ -154,6 +154,10 @@ class Attribution:
     # Under "garbage": the most bytes / iteration the heap may keep past it (95%), where the phase
     # was too short to rule out or call a slower leak (decide.py's _kept_unsettled); else None
     kept_unsettled: float | None = None
+    # Not "garbage": the bytes / iteration the heap kept past much garbage when that is the leak
+    # (decide.py's _kept_grows): the leak's own rate, under RSS's, which the garbage's sawtooth
+    # inflates; else None
+    kept_behind: float | None = None
     # bytes free in malloc's heap once the watch trimmed it before iteration 0 (None: not read)
     free_at_start: int | None = None
     # kind "allocator" because RSS climbed back into that free memory, nothing more in use
@@ -202,6 +206,7 @@ class Attribution:
             "gpu": self.gpu,
             "garbage": self.garbage,
             "kept_unsettled": num(self.kept_unsettled),
+            "kept_behind": num(self.kept_behind),
             "free_at_start": self.free_at_start,
             "refilling": self.refilling,
             "native_sites": [n.to_dict() for n in self.native_sites],

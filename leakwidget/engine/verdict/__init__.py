@@ -73,7 +73,7 @@ from .constants import (
 from .decision import decide
 from .model import Verdict
 from .stats import Trend, batches, detect_warmup, effective_rises, robust_sigma, theil_sen, trend
-from .words import RETENTION_PREFIX, read_summary, unsettled_prefix
+from .words import RETENTION_PREFIX, exhaust_at, read_summary, unsettled_prefix
 
 __all__ = [
     "BLOCK_BYTES",
@@ -95,6 +95,7 @@ __all__ = [
     "effective_rises",
     "RETENTION_PREFIX",
     "read_summary",
+    "exhaust_at",
     "unsettled_prefix",
     "robust_sigma",
     "theil_sen",

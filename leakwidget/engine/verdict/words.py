@@ -225,12 +225,37 @@ def unsettled_prefix(kept: float) -> str:
             "to call that a leak or not: ")
 
 
-def read_summary(verdict_summary: str, read: str | None, kept: float | None = None) -> str:
+def exhaust_at(v: Verdict, rate: float) -> tuple[float | None, float | None]:
+    """The verdict's (iterations, seconds) until available memory runs out, at ``rate`` bytes
+    an iteration instead of its slope (both linear in the rate); (None, None) without them."""
+    if v.exhaust_iterations is None or v.slope <= 0 or rate <= 0:
+        return None, None
+    scale = v.slope / rate
+    return (v.exhaust_iterations * scale,
+            None if v.exhaust_seconds is None else v.exhaust_seconds * scale)
+
+
+def behind_summary(v: Verdict, kept: float) -> str:
+    """A leak behind much garbage (Attribution.kept_behind): the leak is what the heap keeps past
+    the garbage, ``kept`` an iteration; RSS's slope, the garbage's sawtooth on top, is not the
+    rate memory runs out at."""
+    line = (f"Leak: {format_bytes(kept, signed=True)} per iteration kept past the garbage since "
+            f"iteration {v.onset} (RSS: {format_bytes(v.slope, signed=True)} per iteration, 95%: "
+            f"{format_range(v.slope_low, v.slope_high)}, most of it garbage awaiting Python's "
+            "cycle collector, which its full collections free)")
+    iterations, seconds = exhaust_at(v, kept)
+    return line + _runs_out(iterations, seconds).replace("that rate", "this rate") + "."
+
+
+def read_summary(v: Verdict, read: str | None, kept: float | None = None,
+                 behind: float | None = None) -> str:
     """A leak verdict's sentence as it reads with its attribution (kinds.reading): the numbers of
     the growth without the word "leak" for memory the program does not keep, or beside garbage
-    whose kept part is unsettled; else the verdict's own."""
+    whose kept part is unsettled; a leak behind garbage at its own rate (``behind``,
+    Attribution.kept_behind); else the verdict's own."""
+    verdict_summary = v.summary or f"Verdict: {v.kind}"
     if read is None:
-        return verdict_summary
+        return behind_summary(v, behind) if behind is not None and v.kind == "leak" else verdict_summary
     # "Leak: +X per iteration", "Leak, slowing down: ..." -> "RSS growth: ...", "RSS growth, ...".
     numbers = re.sub(r"^Leak\b", "RSS growth", verdict_summary)
     return (unsettled_prefix(kept) if read == "unsettled" else RETENTION_PREFIX) + numbers
