@@ -201,7 +201,7 @@ def test_a_kept_slope_too_brief_to_call_leaves_the_growth_neither_a_leak_nor_not
     # +1.3-3.1 KiB in its phase and was flat over 5,600 (none). The same evidence, two truths:
     # no view may say "not a leak", none "leak".
     from leakwidget.notebook.banner import final_banner
-    from leakwidget.report.chart import render_svg
+    from leakwidget.report.chart import heading, render_svg
     from leakwidget.report.html import SavedRun, render_html
     from leakwidget.report.saved import check_saved
 
@@ -214,6 +214,8 @@ def test_a_kept_slope_too_brief_to_call_leaves_the_growth_neither_a_leak_nor_not
     assert r.summary.startswith("Growing, mostly garbage awaiting Python's cycle collector; the "
                                 "heap may keep up to +1.3 KiB an iteration past it"), r.summary
     assert "RSS growth: +19.5 KiB per iteration" in r.summary and "Leak" not in r.summary
+    # Nor when memory runs out at RSS's rate: the garbage's sawtooth is no such rate.
+    assert "runs out" not in r.summary and "Out of memory" not in " ".join(heading(r, 900)), r.summary
     assert "too few iterations to tell a slower leak from a cache still filling" in att.summary
     banner = final_banner(r)
     assert banner.kind == "inconclusive" and "too soon to call" in banner.headline, banner
@@ -235,6 +237,7 @@ def test_a_kept_slope_too_brief_to_call_leaves_the_growth_neither_a_leak_nor_not
         r = _unsettled_result(interval)
         assert r.attribution.kept_unsettled is None and r.retention, r.summary
         assert r.summary.startswith("Growing, but not a leak of your code: "), r.summary
+        assert "runs out" not in r.summary and "Out of memory" not in " ".join(heading(r, 900))
         assert final_banner(r).kind == "retention"
 
 

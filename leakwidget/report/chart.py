@@ -108,8 +108,10 @@ def projection_text(verdict: Verdict) -> str:
 def heading(result: Drawable, width_px: float) -> list[str]:
     """The verdict's sentence (and when memory runs out), wrapped on words to the picture."""
     summary = result.summary or result.verdict.kind.capitalize()
-    # Copies of what workers share are bounded by it: no time until memory runs out.
-    bounded = "runs out" in summary or getattr(result, "copying", False)
+    # Copies of what workers share are bounded by it, as memory the program does not keep
+    # (retention, garbage) levels off: no time until memory runs out.
+    bounded = ("runs out" in summary or getattr(result, "copying", False)
+               or result.reading in ("retention", "unsettled"))
     proj = "" if bounded else projection_text(result.verdict)
     return textwrap.wrap(f"{summary} {proj}".strip(), width=max(30, int(width_px / _CHAR_PX)))[:4]
 
