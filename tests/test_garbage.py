@@ -219,6 +219,7 @@ def test_a_kept_slope_too_brief_to_call_leaves_the_growth_neither_a_leak_nor_not
     assert "too few iterations to tell a slower leak from a cache still filling" in att.summary
     banner = final_banner(r)
     assert banner.kind == "inconclusive" and "too soon to call" in banner.headline, banner
+    assert not any("Watch without -t" in d for d in banner.details)  # its length was the watch's
     doc = json.loads(r.to_json())
     check_saved(doc)
     assert doc["attribution"]["kept_unsettled"] == pytest.approx(1_300.0)
@@ -279,6 +280,7 @@ def test_with_the_length_left_to_it_the_phase_goes_on_until_a_slower_leak_behind
     assert r.attribution.kind == "garbage" and r.unsettled, str(r.attribution)
     assert r.attribution.garbage["iterations"] < 0.3 * r.iteration_count
     assert "too few iterations" in r.attribution.summary, r.attribution.summary
+    assert any(d.startswith("Watch without -t or -n") for d in final_banner(r).details)  # -t was given
 
 
 def test_a_leak_behind_the_garbage_is_told_at_its_own_rate_and_memory_runs_out_at_it():

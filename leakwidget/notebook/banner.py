@@ -183,6 +183,10 @@ def _advice(result: WatchResult, kind: str) -> list[str]:
         return ["Bisect runs the step with pipeline stages switched off to find the one that leaks."]
     if v.kind == "inconclusive" and v.reason not in ("no data",):
         return ["Run longer (-t SECONDS) for a clear answer."]
+    if result.unsettled and (result.spec.seconds is not None or result.spec.iterations is not None):
+        # With the length left to it, the garbage phase goes on until it can call the kept part.
+        return ["Watch without -t or -n: the phase after the run then goes on, within the 60 s "
+                "default budget, until it can call what is kept past the garbage a leak or not."]
     return []
 
 
