@@ -59,6 +59,7 @@ class LiveLine(BaseObserver):
         self._lock = threading.Lock()
         self._live: Live | None = None
         self.partial = ""  # the watched program's unfinished output line (ProgramOutput)
+        self._phase = ""  # what the run does after its measured part (Watch's phases)
 
     # ------------------------------------------------------------------ the stream
     def on_start(self, run: RunControl) -> None:
@@ -81,6 +82,9 @@ class LiveLine(BaseObserver):
 
     def on_verdict(self, verdict: Verdict) -> None:
         self._verdict = verdict
+
+    def on_phase(self, what: str) -> None:
+        self._phase = what
 
     def on_finish(self, result: WatchResult) -> None:
         self.close()
@@ -128,6 +132,8 @@ class LiveLine(BaseObserver):
                     style=f"bold {KIND_COLOURS.get(v.kind, KIND_COLOURS['inconclusive'])}")
         if v.kind == "leak" and v.exhaust_seconds is not None:
             line.append(f", out of memory in ~{format_duration(v.exhaust_seconds)}")
+        if self._phase:
+            line.append(f"  {self._phase}")
         return line
 
 

@@ -258,9 +258,23 @@ def test_with_the_length_left_to_it_the_phase_goes_on_until_a_slower_leak_behind
         kept.append(bytearray(1536))
         time.sleep(0.01)
 
-    r = leakwidget.watch(step, widget=False)
+    from leakwidget.notebook.dashboard import Dashboard
+
+    class Seen(Dashboard):  # what the dashboard's banner said when the phase began
+        said: list[str] = []
+
+        def on_phase(self, what: str) -> None:
+            super().on_phase(what)
+            self.said.append(self.banner.value)
+
+    r = leakwidget.watch(step, widget=Seen())
     att = r.attribution
     assert r.stopped == "confident" and r.verdict.kind == "leak", r.summary
+    # The run's samples have ended: the banner says what it does meanwhile, and for how long at most.
+    assert len(Seen.said) == 1, Seen.said
+    import html
+
+    assert "After the run: measuring the garbage Python's cycle collector frees, for up to" in html.unescape(Seen.said[0])
     assert att.kind != "garbage" and "the leak is what the heap kept past that garbage" in att.summary, str(att)
     lo, hi = att.garbage["live_interval"]
     assert 1024 < lo <= hi < 2560, (lo, hi)  # the 1.5 KiB an iteration the list keeps

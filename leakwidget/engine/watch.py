@@ -42,6 +42,7 @@ from .records import RecordLog
 from .result import WatchResult
 from .sources import THIS_PROCESS, MemorySource
 from .spec import WatchSpec
+from .units import format_duration
 from .verdict import Verdict
 
 FULL_GC_SECONDS_PER_BLOCK = 160e-9  # a full gc.collect(), measured with TensorFlow loaded
@@ -572,6 +573,13 @@ async def phase_after(watch: Watch, phase: Phase, step: Callable[[], object],
     if plan is None:
         return None
     least, most, seconds = plan
+    # A view says what the run is doing now that its samples and iterations have ended (a phase
+    # may take the default budget's spare seconds): before the phase's own first measure.
+    what = getattr(phase, "doing", "more iterations")
+    for ob in watch.observers:
+        if (tell := getattr(ob, "on_phase", None)) is not None:
+            most_seconds = seconds + getattr(phase, "extra_seconds", 0.0)
+            tell(f"After the run: {what}, for up to {format_duration(most_seconds)} (Stop ends it)")
     deadline = time.perf_counter() + seconds
     phase.begin_phase()
     done = 0

@@ -133,8 +133,7 @@ class Dashboard(widgets.VBox, BaseObserver):
 
         Front ends with widgets show the live view; others (nbconvert, nbviewer, GitHub) fall
         back to the chart (a PNG) and the text report. The output shown while a run goes on is not
-        updated at its end on purpose: JupyterLab would rebuild the live view to do so.
-        """
+        updated at its end on purpose: JupyterLab would rebuild the live view to do so."""
         bundle = super()._repr_mimebundle_(**kwargs)
         if bundle is None:
             return None
@@ -172,11 +171,9 @@ class Dashboard(widgets.VBox, BaseObserver):
             self._last_draw = -np.inf
             self.controls.started()
             self._set_banner(Banner("running", f"Running {label}\u2026"), running=True)
-            if self.scheduler.bisecting:
-                note = "Bisecting: each configuration is drawn as its own run."
-            else:
-                note = "" if delivery.clicks_delivered(run, get_ipython()) else delivery.NO_DELIVERY_NOTE
-            self.say(note)
+            bisecting = "Bisecting: each configuration is drawn as its own run."
+            self.say(bisecting if self.scheduler.bisecting else
+                     "" if delivery.clicks_delivered(run, get_ipython()) else delivery.NO_DELIVERY_NOTE)
 
     def on_settled(self) -> None:
         with self._lock:  # on the watch's own thread, where the run's redraws are drawn
@@ -216,6 +213,9 @@ class Dashboard(widgets.VBox, BaseObserver):
 
     def on_verdict(self, verdict: Verdict) -> None:
         self._verdict = verdict
+
+    def on_phase(self, what: str) -> None:  # after the run: its phases' iterations are not drawn
+        _say_phase(self, what)
 
     def on_finish(self, result: WatchResult) -> None:
         with self._lock:
@@ -323,6 +323,15 @@ class Dashboard(widgets.VBox, BaseObserver):
     def save_report(self, path: str | None = None) -> str | None:
         """Save report: the answer shown as one page; the note says its file (see outcome.py)."""
         return self.outcome.save(path, self.say)
+
+
+def _say_phase(dash: Dashboard, what: str) -> None:
+    """A phase after the measured run began (the watch's garbage or traced phase): the banner
+    says what the run does meanwhile (drawn aside, as the run's redraws are: not the step's heap)."""
+    with dash._lock:
+        if dash._current is not None:
+            aside(dash._run, lambda: dash._guarded(lambda: dash._set_banner(
+                Banner("running", what), running=True, verdict=dash._verdict.kind)))
 
 
 def _say_wishes(dash: Dashboard, states: dict) -> None:

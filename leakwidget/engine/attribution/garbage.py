@@ -221,6 +221,12 @@ class Garbage:
         self._spare = 0.0  # seconds the phase may go on past its plan without its answer
         self._points = PHASE_POINTS - 1  # measuring collections at most before the phase's end
         self.extended = False  # the phase went on past its plan (extend_phase)
+        self.doing = "measuring the garbage Python's cycle collector frees"  # what a view says
+
+    @property
+    def extra_seconds(self) -> float:
+        """Seconds the phase may go on past its plan (extend_phase), as planned."""
+        return self._spare
 
     def plan_phase(self, log: RecordLog, seconds: float, grew: Callable[[], bool],
                    spare: float = 0.0) -> tuple[int, int, float] | None:

@@ -37,6 +37,8 @@ class Tracing:
     when the loop is someone else's (a Keras ``fit``), the measured run is traced, from the
     warm-up on."""
 
+    doing = "tracing the allocation sites"  # what a view says during the traced phase
+
     def __init__(self) -> None:
         self.spent = 0.0  # seconds spent on snapshots during the run
         self._started = False  # tracemalloc was started here, so it is stopped here
