@@ -244,19 +244,22 @@ def test_a_kept_slope_too_brief_to_call_leaves_the_growth_neither_a_leak_nor_not
 
 @pytest.mark.slow
 def test_with_the_length_left_to_it_the_phase_goes_on_until_a_slower_leak_behind_the_garbage_is_called(large_heap):
-    # A Keras predict per call, in small: 8 KiB of garbage an iteration and 1.5 KiB kept (a
-    # list that grows), ~100 iterations a second. The run stops confident after ~10 s; a phase
-    # of a fifth of it keeps ~300 KiB past the garbage, under the 1 MiB a leak must add, so with
-    # -t the growth is called neither a leak nor not one. With the default budget (no length
-    # given) the phase goes on into the seconds the run left until the kept slope has its answer.
+    # A Keras predict per call, in small: 32 KiB of garbage an iteration and 4 KiB kept (a
+    # list that grows), at most 50 iterations a second. The run stops confident after ~10 s; a
+    # phase of a fifth of it keeps ~400 KiB past the garbage, under the 1 MiB a leak must add,
+    # so with -t the growth is called neither a leak nor not one. With the default budget (no
+    # length given) the phase goes on into the seconds the run left until the kept slope has
+    # its answer (~260 iterations).
     import time
 
     kept = []
 
     def step():
-        _node()
-        kept.append(bytearray(1536))
-        time.sleep(0.01)
+        node = {"payload": bytearray(4 * PAYLOAD)}
+        node["self"] = node  # garbage in a cycle, as _node's
+        gc.collect(1)
+        kept.append(bytearray(PAYLOAD // 2))
+        time.sleep(0.02)
 
     from leakwidget.notebook.dashboard import Dashboard
 
@@ -277,11 +280,11 @@ def test_with_the_length_left_to_it_the_phase_goes_on_until_a_slower_leak_behind
     assert "After the run: measuring the garbage Python's cycle collector frees, for up to" in html.unescape(Seen.said[0])
     assert att.kind != "garbage" and "the leak is what the heap kept past that garbage" in att.summary, str(att)
     lo, hi = att.garbage["live_interval"]
-    assert 1024 < lo <= hi < 2560, (lo, hi)  # the 1.5 KiB an iteration the list keeps
+    assert 3072 < lo <= hi < 5120, (lo, hi)  # the 4 KiB an iteration the list keeps
     ran = att.garbage["iterations"]
     assert ran * (lo + hi) / 2 >= 1 << 20 and ran > 0.3 * r.iteration_count, (ran, r.iteration_count)
     assert att.kept_behind == pytest.approx((lo + hi) / 2)
-    rate = format_bytes(att.kept_behind, signed=True)  # its own rate, not RSS's (~9.5 KiB)
+    rate = format_bytes(att.kept_behind, signed=True)  # its own rate, not RSS's (~36 KiB)
     assert r.summary.startswith(f"Leak: {rate} per iteration kept past the garbage"), r.summary
     from leakwidget.notebook.banner import final_banner
 
@@ -290,7 +293,7 @@ def test_with_the_length_left_to_it_the_phase_goes_on_until_a_slower_leak_behind
     assert any(d.startswith(f"Rate: {rate} per iteration") for d in banner.details), banner.details
 
     kept.clear()
-    r = leakwidget.watch(step, widget=False, seconds=r.elapsed)
+    r = leakwidget.watch(step, widget=False, seconds=6)
     assert r.attribution.kind == "garbage" and r.unsettled, str(r.attribution)
     assert r.attribution.garbage["iterations"] < 0.3 * r.iteration_count
     assert "too few iterations" in r.attribution.summary, r.attribution.summary
