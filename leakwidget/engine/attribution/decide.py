@@ -215,29 +215,8 @@ def _classify(att: Attribution, g: Growth, python_growth: float, reclaimed: int,
     else:
         att.kind = "native"
     att.summary = summary(att, reclaimed)
-    r = att.garbage
     if att.kind != "garbage" and _much_garbage(att, g):
-        # Garbage on top of a leak: the leak is what the heap keeps past it (a from_generator
-        # built each step: 63 KiB of garbage an iteration over 5.1 KiB its graph keeps).
-        if _kept_grows(att, g):
-            # The kept slope alone is the leak's worth: said first, at its own rate; the kind's
-            # sentence reads RSS's slope, the garbage's sawtooth included (a Keras predict per
-            # call: "RSS grows 15.0 KiB/iteration but Python objects explain only 6.7 KiB").
-            att.kept_behind = kept_rate(r["live_interval"])
-            att.summary = (
-                f"A leak behind garbage: each iteration leaves ~{format_bytes(r['bytes'])} of "
-                f"garbage awaiting Python's cycle collector (freed by a full collection: "
-                f"gc.collect()), and past it the heap kept {_kept(r)}, over the "
-                f"{r['iterations']} iterations measured after the run: that is the leak, not "
-                f"RSS's {format_bytes(att.rss_slope)}/iteration. RSS's growth, the garbage "
-                f"included, reads: {att.summary}")
-        else:
-            att.summary += (
-                f" Beside it each iteration leaves ~{format_bytes(r['bytes'])} of garbage awaiting "
-                f"Python's cycle collector (freed by a full collection: gc.collect()); the leak is "
-                f"what the heap kept past that garbage, {_kept(r)}, over the {r['iterations']} "
-                "iterations measured after the run."
-            )
+        _beside_garbage(att, g)
     if att.kind not in ("allocator", "garbage") and reclaimed >= 0.2 * growth and growth > 0:
         if alive:
             why = ("free memory glibc kept, from this run or from before it; the objects alive "
@@ -333,6 +312,29 @@ def summary(att: Attribution, reclaimed: int) -> str:
         f"{format_bytes(max(att.python_slope, 0))}{per}; the rest is held outside Python's heap "
         f"(a C/C++ extension, TensorFlow's allocator){kept}{_native_where(att)}."
     )
+
+
+def _beside_garbage(att: Attribution, g: Growth) -> None:
+    """Garbage on top of a leak: the leak is what the heap keeps past it (a from_generator
+    built each step: 63 KiB of garbage an iteration over 5.1 KiB its graph keeps). A kept slope
+    of a leak's worth (_kept_grows) is the leak's own rate (``kept_behind``), said first: the
+    kind's sentence reads RSS's slope, the garbage's sawtooth included (a Keras predict per
+    call: "RSS grows 15.0 KiB/iteration but Python objects explain only 6.7 KiB")."""
+    r = att.garbage
+    if not _kept_grows(att, g):
+        att.summary += (
+            f" Beside it each iteration leaves ~{format_bytes(r['bytes'])} of garbage awaiting "
+            f"Python's cycle collector (freed by a full collection: gc.collect()); the leak is "
+            f"what the heap kept past that garbage, {_kept(r)}, over the {r['iterations']} "
+            "iterations measured after the run.")
+        return
+    att.kept_behind = kept_rate(r["live_interval"])
+    att.summary = (
+        f"A leak behind garbage: each iteration leaves ~{format_bytes(r['bytes'])} of garbage "
+        f"awaiting Python's cycle collector (freed by a full collection: gc.collect()), and past "
+        f"it the heap kept {_kept(r)}, over the {r['iterations']} iterations measured after the "
+        f"run: that is the leak, not RSS's {format_bytes(att.rss_slope)}/iteration. RSS's "
+        f"growth, the garbage included, reads: {att.summary}")
 
 
 def _garbage(att: Attribution, g: Growth) -> bool:
