@@ -92,7 +92,9 @@ def watch(
 
     ``setup()`` runs once and its return value is passed to ``step(state)``; without setup,
     ``step()`` takes no argument. Runs until ``iterations`` or ``seconds``; with neither, until
-    the verdict is confident or 60 s pass. ``max_rss`` ("2GiB", "500M" or bytes) stops the run
+    the verdict is confident or 60 s pass (a growth that is mostly garbage awaiting Python's
+    cycle collector is then measured further, within the rest of those 60 s, until what is kept
+    past the garbage can be called). ``max_rss`` ("2GiB", "500M" or bytes) stops the run
     before the process grows past it. ``widget``: None shows the live dashboard when running in
     a Jupyter kernel, False never, True always, or pass a dashboard to reuse.
     ``trace=True`` lists the allocation sites that grow (``result.attribution.top_sites``):

@@ -88,7 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-n", "--iterations", type=positive_int, metavar="N",
                    help="stop after N iterations")
     p.add_argument("-t", "--seconds", type=positive_float, metavar="S",
-                   help="stop after S seconds (default: when the verdict is confident, at most 60 s)")
+                   help="stop after S seconds (default: when the verdict is confident, at most 60 s, "
+                        "a measure of garbage after the run included)")
     p.add_argument("--warmup", type=non_negative_int, metavar="N",
                    help="treat the first N iterations as warm-up (default: detect it)")
     p.add_argument("--max-rss", type=size, metavar="SIZE",
