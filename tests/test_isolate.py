@@ -540,3 +540,34 @@ def test_processes_in_a_new_session_and_daemons_end_with_the_worker(tmp_path, di
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def test_a_workers_phase_after_its_run_is_told_to_the_parents_views() -> None:
+    # The garbage phase runs in the worker after its measured run; its iterations are not
+    # drawn, so the parent's views (the dashboard's banner) are told what it does meanwhile,
+    # as an in-process watch tells them. A step whose cycles of 64 KiB each outlive the young
+    # collections in a heap of 300,000 long-lived objects: garbage that piles up like a leak.
+    def setup():
+        import gc
+
+        ballast = [[] for _ in range(300_000)]
+        gc.collect()
+        return ballast
+
+    def step(_ballast):
+        import gc
+
+        node = {"payload": bytearray(64 * 1024)}
+        node["self"] = node
+        gc.collect(1)
+
+    class Phases(BaseObserver):
+        said: list[str] = []
+
+        def on_phase(self, what: str) -> None:
+            self.said.append(what)
+
+    result = leakwidget.watch(step, setup, seconds=3, isolate=True, widget=False, observers=[Phases()])
+    assert result.attribution is not None and result.attribution.kind == "garbage", str(result)
+    assert len(Phases.said) == 1, Phases.said
+    assert Phases.said[0].startswith("After the run: measuring the garbage Python's cycle collector frees"), Phases.said

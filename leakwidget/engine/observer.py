@@ -86,6 +86,15 @@ def aside(run: RunControl | None, job: Callable[[], T]) -> T:
     return call(job) if call is not None else job()
 
 
+def tell_phase(observers: Sequence[Observer], what: str) -> None:
+    """``on_phase(what)`` to each observer that has it: an optional event (the watch's phases
+    after the measured run, whose iterations are not drawn; relayed from workers), which
+    observers written against the protocol's other events need not have."""
+    for ob in observers:
+        if (tell := getattr(ob, "on_phase", None)) is not None:
+            tell(what)
+
+
 class Observer(Protocol):
     def on_start(self, run: RunControl) -> None: ...
 
@@ -139,6 +148,9 @@ class BaseObserver:
 
     def on_verdict(self, verdict: Verdict) -> None:
         pass
+
+    def on_phase(self, what: str) -> None:
+        """A phase after the measured run began (tell_phase): ``what`` it does, for how long."""
 
     def on_finish(self, result: WatchResult) -> None:
         pass

@@ -36,7 +36,7 @@ from .interrupts import Interrupts
 from .kinds import StopReason
 from .live import LiveVerdicts, judge
 from .meter import Meter
-from .observer import Observer
+from .observer import Observer, tell_phase
 from .publisher import Publisher
 from .records import RecordLog
 from .result import WatchResult
@@ -576,10 +576,8 @@ async def phase_after(watch: Watch, phase: Phase, step: Callable[[], object],
     # A view says what the run is doing now that its samples and iterations have ended (a phase
     # may take the default budget's spare seconds): before the phase's own first measure.
     what = getattr(phase, "doing", "more iterations")
-    for ob in watch.observers:
-        if (tell := getattr(ob, "on_phase", None)) is not None:
-            most_seconds = seconds + getattr(phase, "extra_seconds", 0.0)
-            tell(f"After the run: {what}, for up to {format_duration(most_seconds)} (Stop ends it)")
+    most_seconds = seconds + getattr(phase, "extra_seconds", 0.0)
+    tell_phase(watch.observers, f"After the run: {what}, for up to {format_duration(most_seconds)} (Stop ends it)")
     deadline = time.perf_counter() + seconds
     phase.begin_phase()
     done = 0

@@ -37,7 +37,7 @@ import numpy as np
 from .. import sampler
 from ..interrupts import Interrupts
 from ..kinds import StopReason
-from ..observer import Observer
+from ..observer import Observer, tell_phase
 from ..records import IterationRecord, RecordLog
 from ..result import WatchResult
 from ..spec import WatchSpec
@@ -534,6 +534,8 @@ class IsolatedRun(Elsewhere):
         elif kind == "children":
             for ob in self.observers:
                 ob.on_children(message[1])
+        elif kind == "phase":
+            tell_phase(self.observers, message[1])
         elif kind == "stages":
             self.stages = list(message[1])
             for ob in self.observers:

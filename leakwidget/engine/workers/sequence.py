@@ -21,7 +21,7 @@ import numpy as np
 from ...stages import Stage
 from ..kinds import StopReason
 from ..members import ChildrenReading
-from ..observer import BaseObserver, Observer, RunControl
+from ..observer import BaseObserver, Observer, RunControl, tell_phase
 from ..records import IterationRecord
 from ..result import WatchResult
 from ..spec import WatchSpec
@@ -165,6 +165,9 @@ class _Tap(BaseObserver):
     def on_verdict(self, verdict: Verdict) -> None:
         for ob in self._live():
             ob.on_verdict(verdict)
+
+    def on_phase(self, what: str) -> None:
+        tell_phase(self._live(), what)
 
     def on_finish(self, result: WatchResult) -> None:
         self.seq.finished(self.run, result)

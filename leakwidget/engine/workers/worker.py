@@ -134,6 +134,10 @@ class Streamer(BaseObserver):
         self._flush()
         self._send(("verdict", verdict))
 
+    def on_phase(self, what: str) -> None:
+        self._flush()
+        self._send(("phase", what))
+
     def on_finish(self, result: WatchResult) -> None:
         self._flush()
         try:
