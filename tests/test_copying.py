@@ -41,6 +41,8 @@ def test_copies_that_are_less_than_half_of_a_leaking_trees_growth_are_not_its_st
     found = copy_on_write([worker], growth=30 * MiB, leaking=True)
     assert not found.explains and "something else leaks too" in str(found)
     assert copy_on_write([worker], growth=30 * MiB, leaking=False).explains  # no leak to explain
+    # A stable run has no growth for the copies to be the story of: they are kept, not told.
+    assert not copy_on_write([worker], growth=0.0, leaking=False, stable=True).explains
 
 
 def test_every_forked_worker_alive_at_once_bounds_the_copies_and_those_not_shown_copying_are_named() -> None:

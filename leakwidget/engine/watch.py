@@ -461,7 +461,8 @@ def _explain_copies(result: WatchResult) -> None:
     attribution when the copies are the story of the growth (engine/copying.py)."""
     workers = [c.copying for c in result.children if c.copying is not None]
     growth = tree_growth(result.column("rss"), result.column("end"), [c.samples for c in result.children])
-    found = copy_on_write(workers, growth, leaking=result.verdict.kind == "leak")
+    found = copy_on_write(workers, growth, leaking=result.verdict.kind == "leak",
+                          stable=result.verdict.kind == "stable")
     result.copy_on_write = found
     if found is not None and found.explains:
         result.attribution = as_attribution(found, result.attribution)
