@@ -193,8 +193,8 @@ def copy_on_write(workers: Sequence[WorkerCopy], growth: float, leaking: bool,
     grew over the run; ``leaking``: the watch's verdict is a leak — the copies are its story
     only if they make up at least ``EXPLAINS`` of that growth; ``stable``: the verdict is
     "stable" — no growth for the copies to be the story of (forked workers reading one NumPy
-    array, beside a busy machine: a worker's full collection copied 4 MiB of its parent's heap
-    pages, and a stable run read "Copy-on-write")."""
+    array, beside a busy machine, once read "Copy-on-write" on a stable run: likely a worker's
+    full collection touching its parent's heap pages, not measured)."""
     copying = sorted((w for w in workers if w.copying), key=lambda w: -w.shared_fall)
     if not copying:
         return None
