@@ -205,6 +205,8 @@ class Garbage:
     """The garbage phase (:meth:`plan_phase`, :meth:`begin_phase`, :meth:`on_phase_iteration`,
     :meth:`end_phase`: the phase protocol the watch drives, as trace.py's)."""
 
+    doing = "measuring the garbage Python's cycle collector frees"  # what a view says meanwhile
+
     def __init__(self) -> None:
         self.rate: GarbageRate | None = None
         self.ended_by: BaseException | None = None
@@ -221,7 +223,6 @@ class Garbage:
         self._spare = 0.0  # seconds the phase may go on past its plan without its answer
         self._points = PHASE_POINTS - 1  # measuring collections at most before the phase's end
         self.extended = False  # the phase went on past its plan (extend_phase)
-        self.doing = "measuring the garbage Python's cycle collector frees"  # what a view says
 
     @property
     def extra_seconds(self) -> float:
