@@ -176,7 +176,7 @@ def _fast_tests_stay_fast(request: pytest.FixtureRequest):
 def pytest_runtest_protocol(item: pytest.Item, nextitem):
     """``LEAKWIDGET_TEST_CPU=FILE``: append each test's wall and CPU seconds (setup, call and
     teardown; this process and the children it waited for: kernels, fresh interpreters,
-    workers) to FILE as a JSON line, for docs/development.md's table of where the CPU goes
+    workers), its xdist worker and when it ended to FILE as a JSON line, for docs/development.md's table of where the CPU goes
     (``python tests/cpu_table.py FILE``). Off by default: one ``getrusage`` pair per test."""
     out = os.environ.get("LEAKWIDGET_TEST_CPU")
     if not out:
@@ -194,4 +194,5 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem):
     yield
     with open(out, "a") as f:
         f.write(json.dumps({"test": item.nodeid, "wall": round(time.monotonic() - wall, 2),
-                            "cpu": round(cpu() - used, 2)}) + "\n")
+                            "cpu": round(cpu() - used, 2), "end": round(time.time(), 1),
+                            "worker": os.environ.get("PYTEST_XDIST_WORKER", "")}) + "\n")
