@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..units import format_bytes
-from ..verdict.constants import MIN_LEAK_GROWTH
-from .garbage import KEPT_SAID, GarbageRate, kept_call, kept_rate, until_full_collection
+from ..verdict.constants import BLOCK_BYTES, MIN_LEAK_GROWTH
+from .garbage import KEPT_SAID, GarbageRate, kept_call, kept_kind, kept_rate, until_full_collection
 from .growth import Growth
 from .holders import cause as holder_cause
 from .result import (
@@ -333,8 +333,28 @@ def _beside_garbage(att: Attribution, g: Growth) -> None:
         f"A leak behind garbage: each iteration leaves ~{format_bytes(r['bytes'])} of garbage "
         f"awaiting Python's cycle collector (freed by a full collection: gc.collect()), and past "
         f"it the heap kept {_kept(r)}, over the {r['iterations']} iterations measured after the "
-        f"run: that is the leak, not RSS's {format_bytes(att.rss_slope)}/iteration. RSS's "
-        f"growth, the garbage included, reads: {att.summary}")
+        f"run: that is the leak, not RSS's {format_bytes(att.rss_slope)}/iteration.{_kept_parts(att)} "
+        f"RSS's growth, the garbage included, reads: {att.summary}")
+
+
+def _kept_parts(att: Attribution) -> str:
+    """What the leak behind the garbage is made of, read from the phase's collections (its kind,
+    garbage.kept_kind): the run's census, taken between Python's own collections, counts the
+    garbage not yet collected as Python objects, so the kind RSS's growth gives flaps with when
+    it was taken. Sets ``att.kind`` to it; says nothing when the phase cannot tell."""
+    r = att.garbage
+    kind = kept_kind(r)
+    if kind is None:
+        return ""
+    att.kind = kind
+    blocks = format_bytes(r["kept_blocks"] * BLOCK_BYTES, signed=True)
+    if kind == "python":
+        return (f" Python objects, mostly: pymalloc's blocks kept {blocks} an iteration of it, "
+                f"the objects the collector tracks {r['kept_tracked']:+.2g}.")
+    return (f" Native memory: Python's small objects (pymalloc's blocks) kept only {blocks} an "
+            f"iteration of it and the objects the collector tracks did not grow "
+            f"({r['kept_tracked']:+.2g} an iteration); the rest is malloc's bytes in use, held "
+            "outside Python's heap (TensorFlow's allocator, a C/C++ extension).")
 
 
 def _garbage(att: Attribution, g: Growth) -> bool:
