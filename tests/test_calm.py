@@ -228,10 +228,11 @@ from leakwidget.engine.observer import BaseObserver
 KEPT = []
 
 
-def calm():  # a pure-Python step that allocates nothing: a sum of squares, ~5 ms
-    s = 0
-    for i in range(20000):
+def calm():  # a pure-Python step that allocates nothing: a sum of squares holding the GIL
+    s = 0     # ~1 ms, then a 4 ms wait (the whole step computing kept six processes busy for
+    for i in range(4000):  # the watch's 10 s: 35 CPU-seconds a run, and no claim needs it)
         s += i * i
+    time.sleep(0.004)
     return s
 
 
