@@ -321,12 +321,12 @@ from leakwidget import examples as ex
 from leakwidget.engine.spec import WatchSpec
 from leakwidget.engine.watch import Watch
 libc = ex._libc_handle()
-# 25 MiB of 1 KiB malloc chunks, written, then 3 of every 4 freed: every page keeps a live
-# chunk, so malloc_trim(0) (the watch's clean-up) can hand none back: 18.75 MiB of holes (the
-# step keeps at most 10 MiB) in 6,250 free chunks. mallinfo2 walks each: the 50,000 left by
-# chunks of 256 B cost so much that its budget (0.3% of the run's time) read it 7 times in 8 s
-# on a loaded machine, too few for the rule.
-blocks = [libc.malloc(1024) for _ in range(25_000)]
+# 8 MiB of 1 KiB malloc chunks, written, then 3 of every 4 freed: every page keeps a live
+# chunk, so malloc_trim(0) (the watch's clean-up) can hand none back: 6 MiB of holes (the step
+# keeps ~3 MiB) in 2,000 free chunks. mallinfo2 walks the free chunks, and a reading's cost,
+# which the readings' budget (0.3% of the run's time) pays, grows with them: 25 MiB of holes
+# paid 3 readings in 8 s on a slower host, too few for the rule.
+blocks = [libc.malloc(1024) for _ in range(8_000)]
 for p in blocks:
     libc.memset(p, 1, 1024)
 for k, p in enumerate(blocks):
@@ -334,20 +334,21 @@ for k, p in enumerate(blocks):
         libc.free(p)
 kept = []
 def step():
-    kept.extend(bytes(600) for _ in range(20))  # 12.5 KiB of 600-byte objects (malloc's)
+    # 4 objects of 991 bytes (Python asks malloc for 1,024 each, the holes' own size), 4 KiB.
+    kept.extend(bytes(991) for _ in range(4))
     time.sleep(0.01)
 r = Watch(WatchSpec(step, seconds=8), tracker=False).run()
 rss = r.column("rss")
 print(json.dumps({"kind": r.verdict.kind, "reason": r.verdict.reason, "slope": r.verdict.slope,
                   "summary": r.verdict.summary, "rss": float(rss[-1] - rss[0]),
-                  "kept": len(kept) * 600,
+                  "kept": len(kept) * 1040,
                   "readings": int((r.column("malloc_in_use") >= 0).sum())}))
 """
 
 
 @pytest.mark.slow
 def test_a_leak_into_memory_freed_earlier_is_a_leak_before_rss_grows():
-    # A step keeping 600-byte objects (Python hands them to malloc) in a heap full of holes that
+    # A step keeping 991-byte objects (Python hands them to malloc) in a heap full of holes that
     # the clean-up cannot hand back: RSS stays flat while malloc's bytes in use climb. CI: a
     # bisection's baseline keeping 128 KiB an iteration grew 154 KiB in 60 iterations, and
     # "inconclusive" left nothing to bisect.
@@ -356,7 +357,7 @@ def test_a_leak_into_memory_freed_earlier_is_a_leak_before_rss_grows():
     v = json.loads(out.stdout.strip().splitlines()[-1])
     assert v["rss"] < 0.25 * v["kept"], v  # hidden from RSS: the case this is about
     assert v["kind"] == "leak" and v["reason"] == "heap-in-use", (v["summary"], v["readings"])
-    assert 0.8 * 20 * 600 < v["slope"] < 1.5 * 20 * 600, v["summary"]
+    assert 0.8 * 4 * 1040 < v["slope"] < 1.5 * 4 * 1040, v["summary"]
     assert "RSS has not grown yet" in v["summary"]
 
 # RSS (MiB above the first iteration) of `examples.steady(noise=4 MiB)`, measured in a

@@ -48,6 +48,7 @@ TROUGH_FALL = 64 * 1024  # a fall into a trough of a count's saw-tooth (bytes), 
 # (see still_in_use)
 CLIMB_SIZE_SHARE = 0.05
 STEADY_SHARE = 0.25  # each rise of the lows at least this share of the largest: a climb, not a jump
+HIDDEN_CLIMB = 64 * 1024  # lows climbing this much under a flat RSS: not "stable" (_climbs_under_flat_rss)
 
 
 def _trend_line(tr: Trend, x0: float, x1: float) -> list[tuple[float, float]]:
@@ -283,11 +284,12 @@ def still_in_use(ev: Evidence, fill: Fill | None, filled: float,
     return None
 
 
-def _lows_by_thirds(x: np.ndarray, v: np.ndarray, since: float) -> tuple[float, float] | None:
+def _lows_by_thirds(x: np.ndarray, v: np.ndarray, since: float,
+                    least: float = MIN_LEAK_GROWTH / 4) -> tuple[float, float] | None:
     """(grown, per iteration) when the window since ``since``, cut in thirds of its span with at
     least LOW_READINGS readings each, has lows that rise one third after another, by at least
-    a quarter of MIN_LEAK_GROWTH in all. Counts read often enough that each third holds one of
-    their low points (or that climb without any)."""
+    ``least`` in all (a quarter of MIN_LEAK_GROWTH). Counts read often enough that each third
+    holds one of their low points (or that climb without any)."""
     x, v = x[x >= since], v[x >= since]
     if not x.size:
         return None
@@ -296,7 +298,7 @@ def _lows_by_thirds(x: np.ndarray, v: np.ndarray, since: float) -> tuple[float, 
     if min(int(p.sum()) for p in parts) < LOW_READINGS:
         return None
     lows = np.array([float(v[p].min()) for p in parts])
-    if not (_steady_rises(lows) and lows[2] - lows[0] >= MIN_LEAK_GROWTH / 4):
+    if not (_steady_rises(lows) and lows[2] - lows[0] >= least):
         return None
     grown = float(lows[2] - lows[0])
     return grown, grown / max(float(np.median(x[parts[2]]) - np.median(x[parts[0]])), 1.0)
@@ -449,6 +451,10 @@ def stable(ev: Evidence, fill: Fill | None) -> Finding | None:
             return inconclusive(ev, climbing, fit)
     if warm_fill:
         return _warmup_fill(ev, tr, level, grown)
+    if (hidden := _climbs_under_flat_rss(ev)) is not None:
+        fit = _step_fit(step, level, float(x[-1])) if step is not None and not flat_all else \
+            [(float(ev.fx[0]), level), (float(x[-1]), level)]
+        return inconclusive(ev, hidden, fit)
     verdict = Verdict(
         "stable", slope=tr.slope, slope_low=tr.low, slope_high=tr.high, warmup=ev.window.warmup,
         iterations=ev.window.iterations, confident=x.size >= 20,
@@ -460,6 +466,28 @@ def stable(ev: Evidence, fill: Fill | None) -> Finding | None:
         return Finding(verdict, Flat())
     verdict.fit = _step_fit(step, level, float(x[-1]))
     return Finding(verdict, StepThenFlat(step.rise, step.fit_start, step.knee))
+
+
+def _climbs_under_flat_rss(ev: Evidence) -> StillInUse | None:
+    """What is in use (Python's allocator blocks, malloc's bytes in use) rising steadily at its
+    lows over the whole window, by HIDDEN_CLIMB at least, at a rate that would use the memory
+    available within STABLE_HORIZON_S: then a flat RSS is memory freed earlier being reused,
+    and "stable" is not shown (the counts' own leak tests, hidden_python_leak and
+    hidden_heap_leak, ask MIN_LEAK_GROWTH of them). Measured: a ``Dataset.map`` of
+    ``tf.numpy_function`` built per iteration, 0.14 s each, keeps ~1 KiB an iteration (a
+    plain loop with ``gc.collect()``: malloc's bytes in use +1,007 B, 12 blocks and 7 tracked
+    objects a call); 92 iterations read "Stable: rose once by 53 KiB and has stayed flat since:
+    +189 B per iteration (95%: 0-512 B)", RSS reusing the free memory TensorFlow's import left."""
+    x_all = ev.window.x
+    for values, unit, what in ((ev.blocks, BLOCK_BYTES, "Python's allocator blocks"),
+                               (ev.in_use, 1.0, "malloc's bytes in use")):
+        if values is None:
+            continue
+        read = ~np.isnan(values)
+        found = _lows_by_thirds(x_all[read], values[read] * unit, float(x_all[0]), HIDDEN_CLIMB)
+        if found is not None and found[1] >= ev.negligible:
+            return StillInUse(float(x_all[0]), what, *found)
+    return None
 
 
 def _warmup_fill(ev: Evidence, tr: Trend, level: float, grown: float) -> Finding:
