@@ -9,8 +9,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..units import format_bytes
-from ..verdict.constants import BLOCK_BYTES, MIN_LEAK_GROWTH
-from .garbage import KEPT_SAID, GarbageRate, kept_call, kept_kind, kept_rate, until_full_collection
+from ..verdict.constants import MIN_LEAK_GROWTH
+from .garbage import (
+    KEPT_SAID,
+    GarbageRate,
+    kept_call,
+    kept_kind,
+    kept_python,
+    kept_rate,
+    until_full_collection,
+)
 from .growth import Growth
 from .holders import cause as holder_cause
 from .result import (
@@ -347,14 +355,16 @@ def _kept_parts(att: Attribution) -> str:
     if kind is None:
         return ""
     att.kind = kind
-    blocks = format_bytes(r["kept_blocks"] * BLOCK_BYTES, signed=True)
+    python = format_bytes(kept_python(r), signed=True)
     if kind == "python":
-        return (f" Python objects, mostly: pymalloc's blocks kept {blocks} an iteration of it, "
-                f"the objects the collector tracks {r['kept_tracked']:+.2g}.")
-    return (f" Native memory: Python's small objects (pymalloc's blocks) kept only {blocks} an "
-            f"iteration of it and the objects the collector tracks did not grow "
-            f"({r['kept_tracked']:+.2g} an iteration); the rest is malloc's bytes in use, held "
-            "outside Python's heap (TensorFlow's allocator, a C/C++ extension).")
+        return (f" Python objects, mostly: {python} an iteration of it (pymalloc's blocks, and the "
+                f"arrays, bytes and bytearrays held), the objects the collector tracks "
+                f"{r['kept_tracked']:+.2g} an iteration.")
+    return (f" Native memory: Python's objects (pymalloc's blocks, and the arrays, bytes and "
+            f"bytearrays held) kept only {python} an iteration of it and the objects the "
+            f"collector tracks did not grow ({r['kept_tracked']:+.2g} an iteration); the rest is "
+            "malloc's bytes in use, held outside Python's heap (TensorFlow's allocator, a C/C++ "
+            "extension).")
 
 
 def _garbage(att: Attribution, g: Growth) -> bool:

@@ -107,13 +107,16 @@ class GarbageRate:
     # the collector tracks (containers, instances: Python objects of any size), an iteration.
     kept_blocks: float | None = None
     kept_tracked: float | None = None
+    kept_payloads: float | None = None  # bytes of arrays, bytes and bytearrays held (held.py's
+    # payloads: Python objects over 512 B, malloc's), from a survey at the phase's start and end
 
     def to_dict(self) -> dict:
         return {"iterations": self.iterations, "objects": self.objects, "bytes": self.bytes,
                 "live": self.live, "types": [list(t) for t in self.types],
                 "long_lived": self.long_lived, "full_collections": self.full_collections,
                 "live_interval": None if self.live_interval is None else list(self.live_interval),
-                "kept_blocks": self.kept_blocks, "kept_tracked": self.kept_tracked}
+                "kept_blocks": self.kept_blocks, "kept_tracked": self.kept_tracked,
+                "kept_payloads": self.kept_payloads}
 
 
 def until_full_collection(long_lived: int, per_iteration: float) -> float | None:
@@ -185,22 +188,44 @@ def kept_call(interval: tuple[float, float] | list[float] | None, iterations: in
     return "unsettled" if interval[1] >= said else "none"
 
 
-def kept_kind(r: dict) -> str | None:
-    """What the heap kept past the garbage is (a garbage phase's ``to_dict``): "native" when
-    Python's small objects (pymalloc's blocks) explain under half of it and the objects the
-    collector tracks did not grow by one in ten iterations (no container or instance kept, of
-    any size); "python" when the blocks explain half or more; None when the phase cannot tell
-    (no split measured, or tracked objects grew beside blocks that explain under half: objects
-    whose size the blocks do not show). Measured with ``gc.collect()`` every 100 calls: a Keras
-    ``predict`` per call kept malloc's bytes in use +1,059 B, blocks +3.1 and tracked objects
-    +0.0 a call, ``fit`` +993 B, +3.1 and +0.0: native, which the run's census, counting the
-    garbage still uncollected as Python objects, called "python" in one run of two."""
-    kept, blocks, tracked = kept_rate(r.get("live_interval")), r.get("kept_blocks"), r.get("kept_tracked")
-    if kept is None or blocks is None or tracked is None or kept <= 0:
+def kept_python(r: dict) -> float | None:
+    """Bytes an iteration of Python objects the heap kept past the garbage (a garbage phase's
+    ``to_dict``): pymalloc's blocks (objects up to 512 B) and the payloads held (arrays, bytes,
+    bytearrays: larger objects, malloc's); None when the phase did not measure them."""
+    blocks, payloads = r.get("kept_blocks"), r.get("kept_payloads")
+    if blocks is None or payloads is None:
         return None
-    if blocks * BLOCK_BYTES >= 0.5 * kept:
+    return blocks * BLOCK_BYTES + max(payloads, 0.0)
+
+
+def kept_kind(r: dict) -> str | None:
+    """What the heap kept past the garbage is (a garbage phase's ``to_dict``): "python" when
+    Python's objects (kept_python) explain half of it or more; "native" when they explain under
+    half and the objects the collector tracks did not grow by one in ten iterations (no
+    container or instance kept, whose size neither figure shows); None when the phase cannot
+    tell. Measured with ``gc.collect()`` every 100 calls: a Keras ``predict`` per call kept
+    malloc's bytes in use +1,059 B, blocks +3.1 and tracked objects +0.0 a call, ``fit`` +993 B,
+    +3.1 and +0.0: native, which the run's census, counting the garbage still uncollected as
+    Python objects, called "python" in one run of two. A ``bytearray`` of 4 KiB kept an
+    iteration is malloc's too, and untracked: the payloads show it."""
+    kept, python, tracked = kept_rate(r.get("live_interval")), kept_python(r), r.get("kept_tracked")
+    if kept is None or python is None or tracked is None or kept <= 0:
+        return None
+    if python >= 0.5 * kept:
         return "python"
     return "native" if tracked < TRACKED_KEPT else None
+
+
+def payload_bytes() -> int:
+    """Bytes of the arrays, bytes and bytearrays that tracked objects hold now (a survey: ~0.1 s
+    with TensorFlow loaded)."""
+    from .survey import no_huge_pages, survey  # noqa: PLC0415 - the phase's only use of it
+
+    with no_huge_pages():
+        s = survey()
+        total = sum(b for _, b, _ in s.payloads.values())
+        del s
+    return total
 
 
 def collect_and_measure(save: bool) -> Collected:
@@ -239,6 +264,7 @@ class Garbage:
         self._full0 = 0
         self._heap0: tuple[int, int | None] = (0, None)
         self._tracked0 = 0  # objects the collector tracked at the phase's start
+        self._payloads0 = 0  # bytes of the payloads tracked objects held then (payload_bytes)
         self._plan = (0, 0.0)  # the phase's most iterations and seconds
         self._marks = (0, 0.0)  # the next measuring collection: at this many iterations, or time
         self._start = 0.0
@@ -278,6 +304,7 @@ class Garbage:
         if not left.objects or left.bytes < GATE_SHARE * rate * max(1.0, idx[-1] - idx[0]):
             return None
         self._full0 = gc.get_stats()[2]["collections"]
+        self._payloads0 = payload_bytes()
         self._heap0, self._tracked0 = heap(), len(gc.get_objects())
         self._plan = (max(PHASE_MIN_ITERATIONS, log.total), PHASE_SHARE * seconds)
         self._rss_rate, self._spare, self._points = rate, max(0.0, spare - self._plan[1]), PHASE_POINTS - 1
@@ -353,14 +380,16 @@ class Garbage:
         for got in self._found:
             types.update(dict(got.types))
         interval = kept_slope(self._held) if len(self._held) == len(self._found) else None
-        blocks = tracked = None
+        blocks = tracked = payloads = None
         if interval is not None:
             blocks, tracked = (kept_rate(kept_slope([(p[0], p[k]) for p in self._parts])) for k in (1, 2))
+            payloads = (payload_bytes() - self._payloads0) / n
         self.rate = GarbageRate(n, sum(g.objects for g in self._found) / n,
                                 sum(g.bytes for g in self._found) / n,
                                 None if live is None else live / n,
                                 tuple((t, c / n) for t, c in types.most_common(3)),
-                                len(gc.get_objects(generation=2)), full, interval, blocks, tracked)
+                                len(gc.get_objects(generation=2)), full, interval, blocks, tracked,
+                                payloads)
 
     def note(self) -> str:
         """How the rate was measured (empty when no phase ran)."""
