@@ -286,6 +286,32 @@ def test_an_interrupt_inside_a_long_step_ends_the_cell_within_a_second(kernel, s
     assert state == "True []", state
 
 
+def test_an_interrupt_while_the_watch_prepares_its_first_step_ends_the_run_before_it() -> None:
+    # A kernel's handler only notes a Ctrl-C (it cancels the cell at its next await). One that
+    # landed in the watch's preparation (the full collection, the baseline census, the trim:
+    # over a second on a slow host) cancelled nothing until the first step, a 10 s sleep, had
+    # run (CI-like run Q: "the cell ran on for 10.05 s after the interrupt").
+    noted: list[int] = []
+    before = signal.signal(signal.SIGINT, lambda *_: noted.append(1))  # as a kernel's does
+
+    class CtrlCWhilePreparing(Watch):
+        def settle(self) -> None:
+            super().settle()
+            signal.raise_signal(signal.SIGINT)  # the user's Ctrl-C, before the first step
+
+    steps: list[int] = []
+    try:
+        t = time.monotonic()
+        r = CtrlCWhilePreparing(WatchSpec(lambda: steps.append(1) or time.sleep(10), seconds=30)).run()
+        took = time.monotonic() - t
+        handler = signal.getsignal(signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert r.stopped == "interrupted" and not steps and not noted, (r.stopped, steps, noted)
+    assert took < 5, took
+    assert handler is not None and getattr(handler, "__module__", "") == __name__  # put back
+
+
 def test_a_second_interrupt_while_the_result_is_made_does_not_lose_it() -> None:
     before = signal.getsignal(signal.SIGINT)
 

@@ -388,7 +388,17 @@ def _run_setup(watch: Watch) -> Callable[[], object]:
     except BaseException as exc:
         watch._stop_on(exc, iteration=None)
         return step
-    watch.settle()
+    # The watch's own preparation (a full collection, the baseline census, the trim: over a
+    # second on a slow host) is interruptible as a step is: left to a kernel's handler, a Ctrl-C
+    # in it cancelled nothing until the first step, a 10 s sleep, had run.
+    watch._interrupts.enter_step()
+    try:
+        watch.settle()
+    except KeyboardInterrupt as exc:
+        watch._stop_on(exc, iteration=None)
+        return step
+    finally:
+        watch._interrupts.leave_step()
     if watch.tracker is not None:
         step_fn = watch.tracker.wrap(step_fn, watch.spec.code or find_step_code(step))
     return step_fn
