@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -452,8 +453,11 @@ def stable(ev: Evidence, fill: Fill | None) -> Finding | None:
     if warm_fill:
         return _warmup_fill(ev, tr, level, grown)
     if (hidden := _climbs_under_flat_rss(ev)) is not None:
-        fit = _step_fit(step, level, float(x[-1])) if step is not None and not flat_all else \
-            [(float(ev.fx[0]), level), (float(x[-1]), level)]
+        if step is not None and not flat_all:  # RSS rose once, then flat: say where it levelled off
+            hidden = dataclasses.replace(hidden, since=float(step.knee), flat=False)
+            fit = _step_fit(step, level, float(x[-1]))
+        else:
+            fit = [(float(ev.fx[0]), level), (float(x[-1]), level)]
         return inconclusive(ev, hidden, fit)
     verdict = Verdict(
         "stable", slope=tr.slope, slope_low=tr.low, slope_high=tr.high, warmup=ev.window.warmup,
@@ -486,7 +490,7 @@ def _climbs_under_flat_rss(ev: Evidence) -> StillInUse | None:
         read = ~np.isnan(values)
         found = _lows_by_thirds(x_all[read], values[read] * unit, float(x_all[0]), HIDDEN_CLIMB)
         if found is not None and found[1] >= ev.negligible:
-            return StillInUse(float(x_all[0]), what, *found)
+            return StillInUse(float(x_all[0]), what, *found, flat=True)
     return None
 
 

@@ -163,12 +163,15 @@ class Levelling:
 class StillInUse:
     """RSS flat since ``since`` (after a fill, or the warm-up's), while a count of what is in use
     (``what``: malloc's bytes or Python's objects) kept rising at its lows: by ``grown`` bytes,
-    about ``rate`` per iteration. RSS is reusing memory freed earlier; it is no plateau yet."""
+    about ``rate`` per iteration. RSS is reusing memory freed earlier; it is no plateau yet.
+    ``flat``: RSS never rose (the whole window; hypotheses._climbs_under_flat_rss), so it did not
+    level off anywhere."""
 
     since: float
     what: str
     grown: float
     rate: float
+    flat: bool = False
 
 
 @dataclass(frozen=True)

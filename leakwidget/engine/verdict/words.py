@@ -192,9 +192,11 @@ def _doubt(doubt: Doubt) -> str:
                 f"too little to call a leak (at least {format_bytes(needed)}: 1 MiB, or what "
                 "one iteration allocates and frees, which the allocator may keep)"
             )
-        case StillInUse(since, what, grown, rate):
+        case StillInUse(since, what, grown, rate, flat):
+            rss = (f"RSS has not grown since iteration {int(since)}" if flat else
+                   f"RSS levelled off after iteration {int(since)}")
             return (
-                f"RSS levelled off after iteration {int(since)}, but {what} kept rising at their "
+                f"{rss}, but {what} kept rising at their "
                 f"lows, by {format_bytes(grown)} (about {format_bytes(rate, signed=True)} per "
                 "iteration): the process is reusing memory it freed earlier, and what it keeps is "
                 "still growing, so this is no plateau yet and may be a leak"
