@@ -176,8 +176,9 @@ def _fast_tests_stay_fast(request: pytest.FixtureRequest):
 def pytest_runtest_protocol(item: pytest.Item, nextitem):
     """``LEAKWIDGET_TEST_CPU=FILE``: append each test's wall and CPU seconds (setup, call and
     teardown; this process and the children it waited for: kernels, fresh interpreters,
-    workers), its xdist worker and when it ended to FILE as a JSON line, for docs/development.md's table of where the CPU goes
-    (``python tests/cpu_table.py FILE``). Off by default: one ``getrusage`` pair per test."""
+    workers), its xdist worker and when it ended to FILE as a JSON line, for
+    docs/development.md's table of where the CPU goes (``python tests/cpu_table.py FILE``).
+    Off by default: one ``getrusage`` pair per test."""
     out = os.environ.get("LEAKWIDGET_TEST_CPU")
     if not out:
         yield
