@@ -301,14 +301,12 @@ def test_an_interrupt_while_the_watch_prepares_its_first_step_ends_the_run_befor
 
     steps: list[int] = []
     try:
-        t = time.monotonic()
         r = CtrlCWhilePreparing(WatchSpec(lambda: steps.append(1) or time.sleep(10), seconds=30)).run()
-        took = time.monotonic() - t
         handler = signal.getsignal(signal.SIGINT)
     finally:
         signal.signal(signal.SIGINT, before)
+    # No step ran (the 10 s sleep never started), and the kernel's handler never heard it.
     assert r.stopped == "interrupted" and not steps and not noted, (r.stopped, steps, noted)
-    assert took < 5, took
     assert handler is not None and getattr(handler, "__module__", "") == __name__  # put back
 
 
