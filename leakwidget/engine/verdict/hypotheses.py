@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -265,13 +266,7 @@ def still_in_use(ev: Evidence, fill: Fill | None, filled: float,
     state, climbed 321-545 KiB at 2% of the fill's rate and 4.6% of its size while RSS grew
     +58 B an iteration (95%: 26-933 B), and was "Plateau, not a leak"."""
     since = fill.knee if fill is not None else float(ev.window.x[0])
-    x_all = ev.window.x
-    for values, unit, what in ((ev.blocks, BLOCK_BYTES, "Python's allocator blocks"),
-                               (ev.in_use, 1.0, "malloc's bytes in use")):
-        if values is None:
-            continue
-        read = ~np.isnan(values)
-        x, v = x_all[read], values[read] * unit
+    for x, v, what in _in_use_counts(ev):
         found = _lows_by_thirds(x, v, since) or _lows_by_troughs(x, v, since)
         if found is None:
             continue
@@ -279,10 +274,24 @@ def still_in_use(ev: Evidence, fill: Fill | None, filled: float,
         # twice what it fills, and its bytes in use crept 5.7 KiB an iteration after a 40 MiB
         # fill (1.4% of its size) while RSS stayed flat. Only a climb that is a share of the
         # fill speaks against it.
-        if unit == 1.0 and not (rss_rising or found[0] >= CLIMB_SIZE_SHARE * filled):
+        if what == IN_USE_BYTES and not (rss_rising or found[0] >= CLIMB_SIZE_SHARE * filled):
             continue
         return StillInUse(since, what, *found)
     return None
+
+
+IN_USE_BYTES = "malloc's bytes in use"
+
+
+def _in_use_counts(ev: Evidence) -> Iterator[tuple[np.ndarray, np.ndarray, str]]:
+    """(iterations, bytes, what) of each count of what is in use that was read, Python's
+    allocator blocks first (counted, never reserved ahead), then malloc's bytes in use."""
+    x_all = ev.window.x
+    for values, unit, what in ((ev.blocks, BLOCK_BYTES, "Python's allocator blocks"),
+                               (ev.in_use, 1.0, IN_USE_BYTES)):
+        if values is not None:
+            read = ~np.isnan(values)
+            yield x_all[read], values[read] * unit, what
 
 
 def _lows_by_thirds(x: np.ndarray, v: np.ndarray, since: float,
@@ -482,15 +491,11 @@ def _climbs_under_flat_rss(ev: Evidence) -> StillInUse | None:
     plain loop with ``gc.collect()``: malloc's bytes in use +1,007 B, 12 blocks and 7 tracked
     objects a call); 92 iterations read "Stable: rose once by 53 KiB and has stayed flat since:
     +189 B per iteration (95%: 0-512 B)", RSS reusing the free memory TensorFlow's import left."""
-    x_all = ev.window.x
-    for values, unit, what in ((ev.blocks, BLOCK_BYTES, "Python's allocator blocks"),
-                               (ev.in_use, 1.0, "malloc's bytes in use")):
-        if values is None:
-            continue
-        read = ~np.isnan(values)
-        found = _lows_by_thirds(x_all[read], values[read] * unit, float(x_all[0]), HIDDEN_CLIMB)
+    start = float(ev.window.x[0])
+    for x, v, what in _in_use_counts(ev):
+        found = _lows_by_thirds(x, v, start, HIDDEN_CLIMB)
         if found is not None and found[1] >= ev.negligible:
-            return StillInUse(float(x_all[0]), what, *found, flat=True)
+            return StillInUse(start, what, *found, flat=True)
     return None
 
 
