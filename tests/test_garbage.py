@@ -227,6 +227,28 @@ def _unsettled_result(interval: tuple[float, float], phase: int = 72, seconds: f
                        attribution=attribute(Evidence(_leak(20_000.0), garbage=rate)))
 
 
+def test_what_the_heap_kept_past_the_garbage_is_said_when_rss_grew_too_little_to_split():
+    # A Dataset.map of tf.numpy_function built per call, at 0.14 s an iteration (measured
+    # 2026-11-29): RSS flat in memory TensorFlow's import had freed, "Inconclusive … may be a
+    # leak", and a phase that kept +1.9 KiB an iteration: "Nothing to attribute yet" alone
+    # hid the one number that showed it.
+    rate = GarbageRate(iterations=90, objects=40.0, bytes=20_000, live=1_900.0,
+                       types=(("dict", 20.0),), long_lived=360_000, full_collections=0,
+                       live_interval=(1_500.0, 2_300.0))
+    flat = Growth("inconclusive", 120.0, blocks_slope=1.0, bytes=53 * 1024, start=10, span=440,
+                  run=447, in_use_slope=1_900.0)
+    att = attribute(Evidence(flat, garbage=rate))
+    assert att.kind == "none" and att.summary.startswith("Nothing to attribute yet"), att.summary
+    assert "the heap kept +1.9 KiB an iteration (95%: +1.5 KiB to +2.2 KiB)" in att.summary, att.summary
+    assert "over the 90 iterations measured after the run" in att.summary
+    # A slope not above zero at 95% is no such evidence, and a stable run says nothing of it.
+    from dataclasses import replace
+
+    for interval, verdict in (((-300.0, 2_300.0), "inconclusive"), ((1_500.0, 2_300.0), "stable")):
+        ev = Evidence(replace(flat, verdict=verdict), garbage=replace(rate, live_interval=interval))
+        assert "the heap kept" not in attribute(ev).summary
+
+
 def test_a_kept_slope_too_brief_to_call_leaves_the_growth_neither_a_leak_nor_not_one_in_every_view():
     # keras Model.predict and Model.fit per call (measured 2026-11-29): phases of 72 and 38
     # iterations kept +1.0-1.3 and +2.3-3.3 KiB an iteration past the garbage (another predict

@@ -90,3 +90,14 @@ def rss_travel(start: float, first: float, last: float, peak: float) -> str:
     iteration's own growth are not read as the run's."""
     return (f"RSS {format_bytes(start)} at the start, {format_bytes(first)} after the first "
             f"iteration, {format_bytes(last)} at the end; peak {format_bytes(peak)}")
+
+
+def trim_line(reclaimed: float, growth: float) -> str:
+    """The line under the attribution's table (text and HTML): what malloc_trim(0) returned
+    against the growth; not "20.4 MiB of 9.0 MiB growth" when it returned more (memory freed
+    before the run, or by the final clean-up)."""
+    growth = max(growth or 0, 0)
+    if reclaimed > growth:
+        return (f"malloc_trim(0) handed back {format_bytes(reclaimed)}, more than the "
+                f"{format_bytes(growth)} the run grew.")
+    return f"malloc_trim(0) handed back {format_bytes(reclaimed)} of the {format_bytes(growth)} growth."

@@ -25,7 +25,7 @@ from typing import Protocol
 import numpy as np
 
 from ..engine.kinds import reading, shown_kind
-from ..engine.units import format_bytes, format_duration, rss_travel
+from ..engine.units import format_bytes, format_duration, rss_travel, trim_line
 from ..engine.verdict import Verdict, read_summary
 from .chart import projection_text, render_svg
 from .colours import KIND_COLOURS
@@ -216,8 +216,7 @@ def _attribution_section(att: Mapping | None) -> str:
               if _garbage_bytes(att) is not None and att.get("growth_of") != "plateau" else []),
         ], numeric=(1,)))
         if att.get("reclaimed_bytes") is not None:
-            out.append(f'<p class="note">malloc_trim(0) handed back {format_bytes(att["reclaimed_bytes"])} '
-                       f"of {format_bytes(max(att.get('growth_bytes') or 0, 0))} growth.</p>")
+            out.append(f'<p class="note">{escape(trim_line(att["reclaimed_bytes"], att.get("growth_bytes")))}</p>')
     out.extend(_attribution_tables(att))
     out.extend(f'<p class="note">Note: {escape(n)}</p>' for n in att.get("notes") or [])
     return "\n".join(out)

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..kinds import AttributionKind
-from ..units import format_bytes
+from ..units import format_bytes, trim_line
 
 TOP_N = 10  # rows of each table (growing types, growing allocation sites)
 DEFAULT_BYTES_PER_BLOCK = 64.0  # typical pymalloc block when the census gives no better figure
@@ -258,8 +258,7 @@ class Attribution:
             ],
         )]
         if self.reclaimed_bytes is not None:
-            out.append(f"malloc_trim(0) handed back {format_bytes(self.reclaimed_bytes)} "
-                       f"of {format_bytes(max(self.growth_bytes, 0))} growth.")
+            out.append(trim_line(self.reclaimed_bytes, self.growth_bytes))
         return out
 
     def _native_table(self) -> list[str]:
