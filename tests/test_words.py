@@ -134,7 +134,10 @@ def negligible(r: Replayed) -> bool:
 
 
 STOPPED = re.compile(r"stopped growing|then stopped|stayed flat|flat since|no growth", re.I)
-GROWS = re.compile(r"memory is growing|grew steadily|\bGrowing:|\bRSS grows\b|keeps growing|still growing", re.I)
+# (Not "what it keeps is still growing": that is what is in use climbing behind a flat RSS,
+# said beside "RSS has not grown", hypotheses.StillInUse.)
+GROWS = re.compile(r"memory is growing|grew steadily|\bGrowing:|\bRSS grows\b|keeps growing|"
+                   r"(?<!what it keeps is )still growing", re.I)
 NOT_YOURS = re.compile(r"not (?:by )?your code", re.I)
 LEAK = re.compile(r"(?<!not a )\bleak\b", re.I)
 BARE_NUMBER = re.compile(r"(?<![\w.,@:/\u2212+-])\d{5,}(?![\w.,])")
