@@ -1052,6 +1052,10 @@ def test_a_climbing_verdict_is_never_followed_by_memory_did_not_grow():
     att = attribute(Evidence(growth))
     assert att.kind == "none" and "did not grow" not in att.summary, att.summary
     assert "kept climbing" in att.summary and "+300 KiB" in att.summary, att.summary
+    # RSS lower at the end (an iterator made each step over a shuffled from_tensor_slices,
+    # its RSS wandering) fell; it did not "grow −360 KiB".
+    fell = attribute(Evidence(dataclasses.replace(growth, bytes=-360 * 1024.0)))
+    assert "RSS fell 360 KiB after the warm-up" in fell.summary and "grew \u2212" not in fell.summary, fell.summary
     # Not climbing, the same small growth of an inconclusive run is still a growth, too small
     # to split (an iterator made each step: "grew steadily but only by 607 KiB", then "memory
     # did not grow"); only a stable run's did not grow.

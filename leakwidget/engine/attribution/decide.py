@@ -107,10 +107,11 @@ def attribute(ev: Evidence) -> Attribution:
     if not g.grew:
         att.kind = "none"
         if g.climbing:  # the verdict says what is in use still climbs: no "did not grow"
+            moved = (f"RSS grew {format_bytes(g.bytes, signed=True)}" if g.bytes >= 0 else
+                     f"RSS fell {format_bytes(-g.bytes)}")  # not "grew −360 KiB"
             att.summary = (
-                f"Nothing to attribute yet: RSS grew {format_bytes(g.bytes, signed=True)} after "
-                "the warm-up, too little to split, while what is in use kept climbing behind "
-                "it (the verdict); a longer run attributes it."
+                f"Nothing to attribute yet: {moved} after the warm-up, too little to split, while "
+                "what is in use kept climbing behind it (the verdict); a longer run attributes it."
             )
         elif g.verdict != "stable" and g.bytes > 0:
             # "Inconclusive: memory grew steadily but only by 607 KiB" was followed by "memory
