@@ -595,6 +595,115 @@ CASES: dict[str, tuple[str, str, str, str]] = {
             s[0].fit(s[1], epochs=1, verbose=0)
         """,
     ),
+    "predict_varied_batch": (
+        "leak",
+        "keras Model.predict per call on a batch of 1-97 rows; malloc's bytes in use +1.0 KiB and 3.2 blocks a call over 1,630 calls (gc.collect() every 25)",
+        """
+        def setup():
+            m = tf.keras.Sequential([tf.keras.Input((10,)), tf.keras.layers.Dense(16), tf.keras.layers.Dense(1)])
+            return [0, m]
+        """,
+        """
+        def step(s):
+            s[0] += 1
+            s[1].predict(np.random.rand(1 + s[0] % 97, 10).astype("float32"), verbose=0)
+        """,
+    ),
+    "py_function_map_fixed": (
+        "leak",
+        "one Dataset.map of tf.py_function, iterated again each step; +1,002 B a call over 3,700 calls",
+        """
+        def setup():
+            ds = tf.data.Dataset.range(16).map(lambda x: tf.py_function(lambda v: v * 2, [x], tf.int64))
+            return ds
+        """,
+        """
+        def step(ds):
+            for _ in ds:
+                pass
+        """,
+    ),
+    "sample_from_datasets_rebuilt": (
+        "leak",
+        "Dataset.sample_from_datasets of two ranges built and iterated per call; +1.2 KiB a call over 1,570 calls",
+        """
+        def setup():
+            return None
+        """,
+        """
+        def step(_):
+            a = tf.data.Dataset.range(8)
+            b = tf.data.Dataset.range(8, 16)
+            for _ in tf.data.Dataset.sample_from_datasets([a, b], seed=1):
+                pass
+        """,
+    ),
+    "text_vectorization_adapt": (
+        "leak",
+        "a keras TextVectorization made and adapted per call; +112 KiB a call over 5,900 calls",
+        """
+        def setup():
+            return np.array(["the cat sat %d" % (i % 40) for i in range(200)])
+        """,
+        """
+        def step(d):
+            layer = tf.keras.layers.TextVectorization(max_tokens=100)
+            layer.adapt(d)
+        """,
+    ),
+    "decode_png_loop": (
+        "no leak",
+        "eager tf.image.decode_png of one 64x64 PNG per call; +0.05 B a call over 48,800 calls",
+        """
+        def setup():
+            return tf.io.encode_png(tf.cast(tf.random.uniform([64, 64, 3], 0, 255), tf.uint8))
+        """,
+        """
+        def step(png):
+            tf.image.decode_png(png).numpy()
+        """,
+    ),
+    "tensor_slices_partial_iter": (
+        "leak",
+        "an iterator over a shuffled, batched from_tensor_slices made per call, one batch taken; +271 B a call over 3,400 calls, RSS falling",
+        """
+        def setup():
+            return np.random.rand(2000, 32).astype("float32")
+        """,
+        """
+        def step(a):
+            it = iter(tf.data.Dataset.from_tensor_slices(a).shuffle(100).batch(16))
+            next(it)
+        """,
+    ),
+    "gradient_tape_kept_grads": (
+        "leak",
+        "a GradientTape's 128x128 gradient appended to a list per call; +64 KiB a call",
+        """
+        def setup():
+            v = tf.Variable(tf.ones([128, 128]))
+            return v, []
+        """,
+        """
+        def step(s):
+            with tf.GradientTape() as t:
+                y = tf.reduce_sum(s[0] * 2.0)
+            s[1].append(t.gradient(y, s[0]))
+        """,
+    ),
+    "keras_model_call_training": (
+        "no leak",
+        "a keras model called with training=True (dropout) per call; +0.0 B a call over 11,600 calls",
+        """
+        def setup():
+            m = tf.keras.Sequential([tf.keras.Input((10,)), tf.keras.layers.Dense(32), tf.keras.layers.Dropout(0.5), tf.keras.layers.Dense(1)])
+            return m, np.random.rand(16, 10).astype("float32")
+        """,
+        """
+        def step(s):
+            s[0](s[1], training=True)
+        """,
+    ),
 }
 
 _CHILD = r"""
