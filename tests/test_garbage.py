@@ -244,7 +244,10 @@ def test_what_the_heap_kept_past_the_garbage_is_said_when_rss_grew_too_little_to
     # A slope not above zero at 95% is no such evidence, and a stable run says nothing of it.
     from dataclasses import replace
 
-    for interval, verdict in (((-300.0, 2_300.0), "inconclusive"), ((1_500.0, 2_300.0), "stable")):
+    # Nor one under a pymalloc block an iteration (a closed Session per call kept +21 B, 95%:
+    # 2-40 B, and is flat with gc.collect()).
+    for interval, verdict in (((-300.0, 2_300.0), "inconclusive"), ((1_500.0, 2_300.0), "stable"),
+                              ((2.0, 40.0), "inconclusive")):
         ev = Evidence(replace(flat, verdict=verdict), garbage=replace(rate, live_interval=interval))
         assert "the heap kept" not in attribute(ev).summary
 
