@@ -15,7 +15,16 @@ fails a test that imports TensorFlow anyway, so the fast set stays fast.
 Tests that share a module-scoped fixture (one kernel, one JupyterLab, one Dask cluster, one
 Keras model, one fresh process's results) run in one worker, in file order (``xdist_group``). The
 slowest files are sent first, so the long tests do not start last and leave the other workers
-idle. Nothing here imports TensorFlow or IPython.
+idle.
+
+TensorFlow is kept out of half the workers (:func:`pytest_xdist_make_scheduler`). Once a test
+imports it in a worker's own process, every later watch in that worker walks TensorFlow's
+~350,000 objects in its collections, census and paths: the in-process tests of
+test_attribution.py and test_garbage.py took 117 CPU s after an ``import tensorflow`` against
+43 s without (docs/development.md). So the tests that import it in-process (``TF_FILES``, the
+``TF_FIXTURES``: grouped as ``tf:FILE``) run in the first half of the workers, which take the
+rest only when those are done; the other half never import it, and a test that does there fails
+and says where it belongs. Nothing here imports TensorFlow or IPython.
 """
 
 from __future__ import annotations
@@ -26,8 +35,8 @@ from pathlib import Path
 
 import pytest
 
-# Files whose every test runs TensorFlow; files whose every test starts worker processes or a
-# cluster (seconds each).
+# Files whose every test runs TensorFlow in the test's own process; files whose every test starts
+# worker processes or a cluster (seconds each).
 TF_FILES = {"test_bisect.py", "test_stages_tfdata.py", "test_keras.py", "test_native.py",
             "test_holding.py", "test_retracing.py"}
 # Whole files of multi-second runs: worker processes, programs under the CLI, pytest in pytest.
@@ -69,11 +78,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group("browser"))
         if fixtures & KERNEL_FIXTURES:
             item.add_marker(pytest.mark.kernel)
-        if name in TF_FILES or fixtures & TF_FIXTURES:
+        in_process_tf = name in TF_FILES or bool(fixtures & TF_FIXTURES)
+        if in_process_tf:
             item.add_marker(pytest.mark.tf)
         if name in SLOW_FILES:
             item.add_marker(pytest.mark.slow)
-        if _shares_a_module_fixture(item):
+        if in_process_tf:
+            item.add_marker(pytest.mark.xdist_group(TF_GROUP + name))
+        elif _shares_a_module_fixture(item):
             item.add_marker(pytest.mark.xdist_group(name))
 
     if not os.environ.get("LEAKWIDGET_SOAK"):
@@ -88,6 +100,57 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     # A stable sort by file keeps each module's tests together (module fixtures are set up once).
     items.sort(key=rank)
+
+
+# Tests grouped under this prefix import TensorFlow in their own process (see the docstring).
+TF_GROUP = "tf:"
+
+
+def _may_import_tf(worker: str, workers: int) -> bool:
+    """Is xdist worker ``gwN`` (of ``workers``) one of those that run the tests importing
+    TensorFlow in-process: the first half, at least one?"""
+    return int(worker.removeprefix("gw")) < max(1, workers // 2)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """``--dist loadgroup``, with the ``tf:`` groups only in the workers that may import
+    TensorFlow, which take them before anything else; the others never get them, and stop when
+    only those are left."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class TensorFlowApart(LoadGroupScheduling):
+        def _next_unit(self, node) -> str | None:
+            heavy = _may_import_tf(node.gateway.id, len(self.nodes))
+            tf_units = [scope for scope in self.workqueue if scope.startswith(TF_GROUP)]
+            if heavy and tf_units:
+                return tf_units[0]
+            return next((scope for scope in self.workqueue
+                         if heavy or not scope.startswith(TF_GROUP)), None)
+
+        def _assign_work_unit(self, node) -> None:
+            scope = self._next_unit(node)
+            if scope is None:
+                return
+            work_unit = self.workqueue.pop(scope)
+            self.assigned_work.setdefault(node, {})[scope] = work_unit
+            collection = self.registered_collections[node]
+            node.send_runtest_some([collection.index(nodeid)
+                                    for nodeid, done in work_unit.items() if not done])
+
+        def _reschedule(self, node) -> None:
+            if node.shutting_down:
+                return
+            if self._next_unit(node) is None:
+                node.shutdown()
+                return
+            if self._pending_of(self.assigned_work[node]) > 2:
+                return
+            self._assign_work_unit(node)
+
+    return TensorFlowApart(config, log)
 
 
 # Helpers multiprocessing starts once and keeps for the life of the process, by design.
@@ -163,13 +226,24 @@ def _sigint_as_in_a_plain_process():
 
 
 @pytest.fixture(autouse=True)
-def _fast_tests_stay_fast(request: pytest.FixtureRequest):
-    """Under ``make check``, a test that imports TensorFlow is a slow test left unmarked."""
+def _tensorflow_stays_where_it_belongs(request: pytest.FixtureRequest):
+    """Under ``make check``, a test that imports TensorFlow is a slow test left unmarked; under
+    ``make test``, one that imports it in a worker kept free of it belongs in ``TF_FILES`` (or
+    should run TensorFlow in a subprocess, and check for it with ``importlib.util.find_spec``)."""
     had = "tensorflow" in sys.modules
     yield
-    if os.environ.get("LEAKWIDGET_FAST_ONLY") and not had and "tensorflow" in sys.modules:
+    if had or "tensorflow" not in sys.modules:
+        return
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if os.environ.get("LEAKWIDGET_FAST_ONLY"):
         pytest.fail(f"{request.node.nodeid} imported TensorFlow: mark it `tf` (tests/conftest.py)",
                     pytrace=False)
+    # (xdist sets ``loadgroup`` in its workers, where ``dist`` reads "no")
+    elif (worker and getattr(request.config.option, "loadgroup", False)
+          and not _may_import_tf(worker, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))):
+        pytest.fail(f"{request.node.nodeid} imported TensorFlow in {worker}, a worker kept free of "
+                    "it: put its file in TF_FILES, or run TensorFlow in a subprocess "
+                    "(tests/conftest.py)", pytrace=False)
 
 
 @pytest.hookimpl(hookwrapper=True)

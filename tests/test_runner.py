@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import csv
 import gc
+import importlib.util
 import json
 import mmap
 import sys
@@ -503,12 +504,13 @@ def test_tracing_after_a_watch_and_a_memory_guard_trip_does_not_hang():
 
 @pytest.mark.tf
 @pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None,
+                    reason="TensorFlow is not installed")  # run in a subprocess: not imported here
 def test_live_verdicts_leave_no_growth_in_a_tf_pipeline_with_long_lived_buffers():
     # A shuffle buffer of 512 tensors of 64 KiB, freed in random order: glibc's heap around
     # them ratchets up if the tool keeps big arrays alive for a while and then frees them
     # (its old per-size cache of Theil–Sen pair tables did: +4–6 MiB in 30 s, called a leak).
     # The same pipeline, watched in one fresh process with and without live verdicts.
-    pytest.importorskip("tensorflow")
     import subprocess
 
     code = """

@@ -36,3 +36,53 @@ def test_tests_sharing_a_module_fixture_run_in_one_xdist_worker(tmp_path: Path) 
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     workers = re.findall(r"\[(gw\d+)\].*PASSED", proc.stdout)
     assert len(workers) == 6 and len(set(workers)) == 1, proc.stdout[-2000:]
+
+
+# Stands for a file of TF_FILES: each test "imports TensorFlow" in its own process. The module
+# put in sys.modules is what the rule reads (a real import costs seconds per worker, and what is
+# tested is where tests run, not TensorFlow).
+IMPORTS_TF = '''
+import os, sys, types, pytest
+
+@pytest.mark.parametrize("i", range(4))
+def test_imports_it(i):
+    sys.modules.setdefault("tensorflow", types.ModuleType("tensorflow"))
+'''
+LIGHT = '''
+import sys, pytest
+
+@pytest.mark.parametrize("i", range(8))
+def test_never_sees_it(i):
+    assert "tensorflow" not in sys.modules
+'''
+
+
+def _run(tmp_path: Path, workers: int, files: dict[str, str]) -> subprocess.CompletedProcess:
+    shutil.copy(Path(__file__).with_name("conftest.py"), tmp_path / "conftest.py")
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n",
+                           str(workers), "--dist", "loadgroup", "-v", *files],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+
+
+def test_tests_importing_tensorflow_run_only_in_the_first_half_of_the_workers(tmp_path: Path):
+    proc = _run(tmp_path, 4, {"test_keras.py": IMPORTS_TF, "test_light.py": LIGHT})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    ran = re.findall(r"\[(gw\d+)\] \[ *\d+%\] PASSED (test_\w+)\.py", proc.stdout)
+    assert len(ran) == 12, proc.stdout[-3000:]
+    assert {w for w, f in ran if f == "test_keras"} <= {"gw0", "gw1"}, ran
+    # The light tests are not held back: the other half runs them (here, all of them, since the
+    # first half starts with the TensorFlow group).
+    assert {w for w, f in ran if f == "test_light"} & {"gw2", "gw3"}, ran
+
+
+def test_a_test_importing_tensorflow_in_a_worker_kept_free_of_it_fails_and_says_where_it_belongs(
+        tmp_path: Path):
+    # Two workers: gw0 takes the TensorFlow group first, so gw1 gets the stray test.
+    proc = _run(tmp_path, 2, {"test_keras.py": IMPORTS_TF,
+                              "test_stray.py": IMPORTS_TF.replace("range(4)", "range(1)")})
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert re.search(r"test_stray\.py::test_imports_it\[0\] imported TensorFlow in gw1, a worker "
+                     r"kept free of it: put its file in TF_FILES", proc.stdout), proc.stdout[-3000:]
+    assert len(re.findall(r"\[gw[01]\] \[ *\d+%\] PASSED test_keras\.py", proc.stdout)) == 4
