@@ -21,10 +21,11 @@ TensorFlow is kept out of half the workers (:func:`pytest_xdist_make_scheduler`)
 imports it in a worker's own process, every later watch in that worker walks TensorFlow's
 ~350,000 objects in its collections, census and paths: the in-process tests of
 test_attribution.py and test_garbage.py took 117 CPU s after an ``import tensorflow`` against
-43 s without (docs/development.md). So the tests that import it in-process (``TF_FILES``, the
-``TF_FIXTURES``: grouped as ``tf:FILE``) run in the first half of the workers, which take the
-rest only when those are done; the other half never import it, and a test that does there fails
-and says where it belongs. Nothing here imports TensorFlow or IPython.
+43 s without (docs/development.md). So the tests that import it in-process (``TF_HERE_FILES``,
+and those using a fixture of ``TF_FIXTURES``, ``tf`` among them: grouped as ``tf:FILE``) run in
+the first half of the workers, which take the rest only when those are done; the other half
+never import it, and a test that does there fails and says where it belongs. Collecting the
+tests imports none of it. Nothing here imports TensorFlow or IPython.
 """
 
 from __future__ import annotations
@@ -35,16 +36,19 @@ from pathlib import Path
 
 import pytest
 
-# Files whose every test runs TensorFlow in the test's own process; files whose every test starts
-# worker processes or a cluster (seconds each).
+# Files whose every test runs TensorFlow (in its own process or a child); of those, the files whose
+# every test imports it in its own process; files whose every test starts worker processes or a
+# cluster (seconds each).
 TF_FILES = {"test_bisect.py", "test_stages_tfdata.py", "test_keras.py", "test_native.py",
             "test_holding.py", "test_retracing.py"}
+TF_HERE_FILES = {"test_bisect.py", "test_stages_tfdata.py", "test_keras.py"}
 # Whole files of multi-second runs: worker processes, programs under the CLI, pytest in pytest.
 SLOW_FILES = {"test_cluster.py", "test_compare.py", "test_holding.py", "test_cli.py", "test_isolate.py",
               "test_children.py", "test_pytest_plugin.py", "test_copy_on_write.py"}
 # Fixtures that start a kernel, a JupyterLab or a TensorFlow pipeline.
 KERNEL_FIXTURES = {"front", "kernel", "kernel_env", "lab", "open_notebook"}
-TF_FIXTURES = {"tfrecords", "model"}
+# (``tf``: TensorFlow imported in the test's own process, for a test in another file.)
+TF_FIXTURES = {"tfrecords", "model", "tf"}
 # Roughly slowest first (measured: docs/development.md); the rest keep their order after these.
 FIRST = ["test_notebooks.py", "browser", "test_bisect.py", "test_live_kernel.py", "test_cluster.py",
          "test_keras.py", "test_native.py", "test_verdict.py", "test_runner.py",
@@ -78,8 +82,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group("browser"))
         if fixtures & KERNEL_FIXTURES:
             item.add_marker(pytest.mark.kernel)
-        in_process_tf = name in TF_FILES or bool(fixtures & TF_FIXTURES)
-        if in_process_tf:
+        in_process_tf = name in TF_HERE_FILES or bool(fixtures & TF_FIXTURES)
+        if name in TF_FILES or in_process_tf:
             item.add_marker(pytest.mark.tf)
         if name in SLOW_FILES:
             item.add_marker(pytest.mark.slow)
@@ -104,6 +108,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 # Tests grouped under this prefix import TensorFlow in their own process (see the docstring).
 TF_GROUP = "tf:"
+# Files whose tests watch in other processes (kernels, Chromium, worker processes, programs,
+# pytest in pytest): the heap of the xdist worker running them costs them nothing, so the workers
+# holding TensorFlow take them once their ``tf:`` groups are done, and leave the tests that watch
+# in their own process to the others. (A file missing here only costs time.)
+ELSEWHERE = "elsewhere"
+HERE = "here"
+RUN_ELSEWHERE = {"test_notebooks.py", "browser", "test_cli.py", "test_compare.py", "test_cluster.py",
+                 "test_isolate.py", "test_calm.py", "test_live_kernel.py", "test_pytest_plugin.py",
+                 "test_copy_on_write.py", "test_children.py", "test_kernel.py", "test_docs.py",
+                 "test_suite_groups.py"}
+
+
+def _kind(scope: str) -> str:
+    """A scheduling unit's kind, from its scope (a test's id, or its ``xdist_group``: a file's
+    name, ``browser_…``, ``tf:…``)."""
+    if scope.startswith(TF_GROUP):
+        return TF_GROUP
+    path = scope.split("::")[0]
+    name = path.rsplit("/", 1)[-1]
+    if "/browser/" in f"/{path}" or name.startswith("browser"):
+        name = "browser"
+    return ELSEWHERE if name in RUN_ELSEWHERE else HERE
 
 
 def _may_import_tf(worker: str, workers: int) -> bool:
@@ -123,12 +149,16 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 
     class TensorFlowApart(LoadGroupScheduling):
         def _next_unit(self, node) -> str | None:
+            """The first unit of the queue this node takes first: a worker that may import
+            TensorFlow, a ``tf:`` group, then a unit that runs elsewhere, then any; another,
+            a unit in its own process, then one that runs elsewhere, never a ``tf:`` group."""
             heavy = _may_import_tf(node.gateway.id, len(self.nodes))
-            tf_units = [scope for scope in self.workqueue if scope.startswith(TF_GROUP)]
-            if heavy and tf_units:
-                return tf_units[0]
-            return next((scope for scope in self.workqueue
-                         if heavy or not scope.startswith(TF_GROUP)), None)
+            order = ((TF_GROUP, ELSEWHERE, HERE) if heavy else (HERE, ELSEWHERE))
+            for kind in order:
+                scope = next((s for s in self.workqueue if _kind(s) == kind), None)
+                if scope is not None:
+                    return scope
+            return None
 
         def _assign_work_unit(self, node) -> None:
             scope = self._next_unit(node)
@@ -151,6 +181,29 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
             self._assign_work_unit(node)
 
     return TensorFlowApart(config, log)
+
+
+@pytest.fixture(scope="session")
+def tf():
+    """TensorFlow, imported in the test's own process: the test runs in a worker that may have it
+    (see the docstring)."""
+    return pytest.importorskip("tensorflow")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Collecting the suite imports no TensorFlow: a test module that did would put it in every
+    worker, the ones kept free of it too (a file that needs it imports it in a module fixture,
+    or its tests ask for ``tf``)."""
+    if "tensorflow" in sys.modules and not session.config.stash.get(_HAD_TF, False):
+        raise pytest.UsageError("collecting the tests imported TensorFlow: import it in a fixture "
+                                "or a test instead (tests/conftest.py)")
+
+
+_HAD_TF = pytest.StashKey[bool]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_HAD_TF] = "tensorflow" in sys.modules
 
 
 # Helpers multiprocessing starts once and keeps for the life of the process, by design.
@@ -228,8 +281,9 @@ def _sigint_as_in_a_plain_process():
 @pytest.fixture(autouse=True)
 def _tensorflow_stays_where_it_belongs(request: pytest.FixtureRequest):
     """Under ``make check``, a test that imports TensorFlow is a slow test left unmarked; under
-    ``make test``, one that imports it in a worker kept free of it belongs in ``TF_FILES`` (or
-    should run TensorFlow in a subprocess, and check for it with ``importlib.util.find_spec``)."""
+    ``make test``, one that imports it in a worker kept free of it belongs in ``TF_HERE_FILES``
+    or should ask for the ``tf`` fixture (or run TensorFlow in a subprocess, and check for it
+    with ``importlib.util.find_spec``)."""
     had = "tensorflow" in sys.modules
     yield
     if had or "tensorflow" not in sys.modules:
@@ -242,8 +296,8 @@ def _tensorflow_stays_where_it_belongs(request: pytest.FixtureRequest):
     elif (worker and getattr(request.config.option, "loadgroup", False)
           and not _may_import_tf(worker, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))):
         pytest.fail(f"{request.node.nodeid} imported TensorFlow in {worker}, a worker kept free of "
-                    "it: put its file in TF_FILES, or run TensorFlow in a subprocess "
-                    "(tests/conftest.py)", pytrace=False)
+                    "it: ask for the `tf` fixture, put its file in TF_HERE_FILES, or run "
+                    "TensorFlow in a subprocess (tests/conftest.py)", pytrace=False)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -18,11 +18,8 @@ from typing import Any
 import pytest
 from conftest_fresh import run_fresh
 
-keras = pytest.importorskip("keras")
-
-import leakwidget  # noqa: E402
-from leakwidget.engine.watch import active_watch  # noqa: E402
-from leakwidget.keras import LeakWatch  # noqa: E402
+import leakwidget
+from leakwidget.engine.watch import active_watch
 
 MiB = 1024 * 1024
 
@@ -56,9 +53,35 @@ def make_model():
     model.compile("sgd", "mse")
     return model
 """
-ns: dict[str, Any] = {}
-exec(MODEL, ns)
-Batches, make_model = ns["Batches"], ns["make_model"]
+
+# Collecting the suite imports no TensorFlow (tests/conftest.py): Keras, the callback and the
+# model's classes are made when this file's first test runs.
+keras: Any = None
+LeakWatch: Any = None
+Batches: Any = None
+make_model: Any = None
+RaiseAt: Any = None
+KEPT: Any = None  # what Batches keeps when told to
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _keras() -> None:
+    global keras, LeakWatch, Batches, make_model, RaiseAt, KEPT
+    keras = pytest.importorskip("keras")
+    from leakwidget.keras import LeakWatch
+
+    ns: dict[str, Any] = {}
+    exec(MODEL, ns)
+    Batches, make_model, KEPT = ns["Batches"], ns["make_model"], ns["KEPT"]
+
+    class RaiseAt(keras.callbacks.Callback):
+        def __init__(self, batch: int) -> None:
+            super().__init__()
+            self.batch = batch
+
+        def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+            if batch == self.batch:
+                raise Boom("data went bad")
 
 
 def fit_in_fresh_process(keep_bytes: int, seconds: float) -> dict:
@@ -145,7 +168,7 @@ def test_max_rss_stops_the_training_before_memory_runs_past_it(model: Any) -> No
     limit = sampler.rss() + 200 * MiB
     cb = LeakWatch(max_rss=limit, quiet=True)
     history = model.fit(Batches(50, keep_bytes=4 * MiB), epochs=100, callbacks=[cb], verbose=0)
-    ns["KEPT"].clear()
+    KEPT.clear()
     assert model.stop_training is True and cb.result.stopped == "memory-guard"
     assert len(history.epoch) < 100
     assert cb.result.column("rss").max() < limit
@@ -179,16 +202,6 @@ def test_wrong_arguments_fail_before_any_training() -> None:
 
 class Boom(Exception):
     pass
-
-
-class RaiseAt(keras.callbacks.Callback):
-    def __init__(self, batch: int) -> None:
-        super().__init__()
-        self.batch = batch
-
-    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
-        if batch == self.batch:
-            raise Boom("data went bad")
 
 
 def test_a_fit_that_raises_in_ipython_keeps_its_partial_result(model: Any) -> None:

@@ -13,10 +13,11 @@ from conftest_fresh import run_fresh
 
 import leakwidget
 
-tf = pytest.importorskip("tensorflow")
+# Tests that run TensorFlow in this process ask for the `tf` fixture (tests/conftest.py); the
+# others run it in a fresh process, and this module imports none of it.
 
 
-def test_a_tf_function_called_with_python_numbers_is_named_as_retracing() -> None:
+def test_a_tf_function_called_with_python_numbers_is_named_as_retracing(tf) -> None:
     @tf.function
     def double(x):
         return x * 2
@@ -37,7 +38,7 @@ def test_a_tf_function_called_with_python_numbers_is_named_as_retracing() -> Non
     assert "double" in summary and "test_retracing.py" in summary, summary
 
 
-def test_a_tf_function_traced_once_is_not_named_beside_a_leak_of_its_own() -> None:
+def test_a_tf_function_traced_once_is_not_named_beside_a_leak_of_its_own(tf) -> None:
     @tf.function
     def double(x):
         return x * 2
@@ -109,7 +110,7 @@ def test_a_from_generator_pipeline_built_each_step_is_named_by_the_graph_that_ke
     assert got["summary"].startswith(named) and "Build the dataset" in got["summary"], got["text"]
 
 
-def _small_model():
+def _small_model(tf):
     return tf.keras.Sequential([tf.keras.Input((10,)), tf.keras.layers.Dense(32),
                                 tf.keras.layers.Dense(1)])
 
@@ -143,8 +144,8 @@ def test_keras_models_built_every_iteration_are_named_with_the_objects_they_make
     assert "dense (about 2 an iteration)" in summary and "clear_session()" in summary, summary
 
 
-def test_a_model_built_once_names_no_keras_objects_beside_a_leak_of_its_own() -> None:
-    m, x, kept = _small_model(), np.random.rand(8, 10).astype(np.float32), []
+def test_a_model_built_once_names_no_keras_objects_beside_a_leak_of_its_own(tf) -> None:
+    m, x, kept = _small_model(tf), np.random.rand(8, 10).astype(np.float32), []
 
     def step() -> None:
         m(x)  # a call makes no named Keras object

@@ -13,10 +13,20 @@ import textwrap
 import threading
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-tf = pytest.importorskip("tensorflow")
+# Collecting the suite imports no TensorFlow (tests/conftest.py): it is imported when this file's
+# first test runs.
+tf: Any = None
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _tensorflow() -> None:
+    global tf
+    tf = pytest.importorskip("tensorflow")
+
 
 sys.path.insert(0, str(Path(__file__).parent))
 from conftest_tf import patched_identities, write_tfrecords  # noqa: E402

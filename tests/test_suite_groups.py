@@ -8,6 +8,7 @@ takes minutes longer, with more processes competing for two cores.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -38,7 +39,7 @@ def test_tests_sharing_a_module_fixture_run_in_one_xdist_worker(tmp_path: Path) 
     assert len(workers) == 6 and len(set(workers)) == 1, proc.stdout[-2000:]
 
 
-# Stands for a file of TF_FILES: each test "imports TensorFlow" in its own process. The module
+# Stands for a file of TF_HERE_FILES: each test "imports TensorFlow" in its own process. The module
 # put in sys.modules is what the rule reads (a real import costs seconds per worker, and what is
 # tested is where tests run, not TensorFlow).
 IMPORTS_TF = '''
@@ -61,9 +62,11 @@ def _run(tmp_path: Path, workers: int, files: dict[str, str]) -> subprocess.Comp
     shutil.copy(Path(__file__).with_name("conftest.py"), tmp_path / "conftest.py")
     for name, text in files.items():
         (tmp_path / name).write_text(text)
+    # (As `make test` runs: `make check`'s rule, that no test imports TensorFlow, is another.)
+    env = {k: v for k, v in os.environ.items() if k != "LEAKWIDGET_FAST_ONLY"}
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n",
                            str(workers), "--dist", "loadgroup", "-v", *files],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
 
 
 def test_tests_importing_tensorflow_run_only_in_the_first_half_of_the_workers(tmp_path: Path):
@@ -84,5 +87,5 @@ def test_a_test_importing_tensorflow_in_a_worker_kept_free_of_it_fails_and_says_
                               "test_stray.py": IMPORTS_TF.replace("range(4)", "range(1)")})
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert re.search(r"test_stray\.py::test_imports_it\[0\] imported TensorFlow in gw1, a worker "
-                     r"kept free of it: put its file in TF_FILES", proc.stdout), proc.stdout[-3000:]
+                     r"kept free of it: ask for the `tf` fixture", proc.stdout), proc.stdout[-3000:]
     assert len(re.findall(r"\[gw[01]\] \[ *\d+%\] PASSED test_keras\.py", proc.stdout)) == 4
