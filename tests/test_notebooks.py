@@ -86,6 +86,14 @@ def _leakwidget_probe(obj):
     copying = getattr(obj, "copying", None)
     if isinstance(copying, bool):
         out["copy-on-write"] = "yes" if copying else "no"
+        # Each forked worker's numbers, for the failure message (MiB; no percent sign in this
+        # code: PROBE is formatted with the percent operator).
+        found = [c.copying.to_dict() for c in getattr(obj, "children", ()) if c.copying is not None]
+        mib = lambda v: "?" if v is None else f"{v / 2**20:.2f}"
+        out["copy-on-write_summary"] = "; ".join(
+            f"worker {w['number']}: shared fell {mib(w['shared_fall'])} MiB (at 99 in 100 at "
+            f"least {mib(w['fall_low'])}), private grew {mib(w['private_growth'])}, faulted "
+            f"{mib(w['faulted'])}, copying {w['copying']}" for w in found) or "no worker's readings"
     attribution = getattr(obj, "attribution", None)
     if attribution is not None:
         out["attribution"] = attribution.kind
