@@ -17,14 +17,14 @@ Keras model, one fresh process's results) run in one worker, in file order (``xd
 slowest files are sent first, so the long tests do not start last and leave the other workers
 idle.
 
-TensorFlow is kept out of half the workers (:func:`pytest_xdist_make_scheduler`). Once a test
+TensorFlow is kept out of most workers (:func:`pytest_xdist_make_scheduler`). Once a test
 imports it in a worker's own process, every later watch in that worker walks TensorFlow's
 ~350,000 objects in its collections, census and paths: the in-process tests of
 test_attribution.py and test_garbage.py took 117 CPU s after an ``import tensorflow`` against
 43 s without (docs/development.md). So the tests that import it in-process (``TF_HERE_FILES``,
 and those using a fixture of ``TF_FIXTURES``, ``tf`` among them: grouped as ``tf:FILE``) run in
-the first half of the workers, which take the rest only when those are done; the other half
-never import it, and a test that does there fails and says where it belongs. Collecting the
+the first quarter of the workers (one of four), which take the rest only when those are done;
+the others never import it, and a test that does there fails and says where it belongs. Collecting the
 tests imports none of it. Nothing here imports TensorFlow or IPython.
 """
 
@@ -137,8 +137,9 @@ def _kind(scope: str) -> str:
 
 def _may_import_tf(worker: str, workers: int) -> bool:
     """Is xdist worker ``gwN`` (of ``workers``) one of those that run the tests importing
-    TensorFlow in-process: the first half, at least one?"""
-    return int(worker.removeprefix("gw")) < max(1, workers // 2)
+    TensorFlow in-process: the first quarter, at least one? (The tests that do take about a
+    quarter of the suite's worker time.)"""
+    return int(worker.removeprefix("gw")) < max(1, workers // 4)
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import http.server
 import importlib
+import importlib.util
 import itertools
 import os
 import random
@@ -23,6 +24,7 @@ import psutil
 import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
+from lazy import lazy
 
 import leakwidget
 from leakwidget.engine.observer import BaseObserver
@@ -31,7 +33,11 @@ from leakwidget.engine.verdict import Verdict
 from leakwidget.engine.workers import cluster
 from leakwidget.stages import Stage
 
-distributed = pytest.importorskip("distributed")
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("distributed") is None,
+                                reason="Dask distributed is not installed")
+# 54,000 objects: imported when the first test starts a cluster, not when the suite is collected
+# (tests/lazy.py).
+distributed = lazy("distributed")
 
 KIB256 = 256 * 1024
 SECONDS = 8.0  # per configuration, at most

@@ -22,10 +22,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import nbformat
 import pytest
+from lazy import lazy
 
 from leakwidget.notebook.magics import parse
+
+nbformat = lazy("nbformat")  # 142,000 objects: imported by the first test that reads a notebook
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = REPO / "notebooks"

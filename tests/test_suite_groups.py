@@ -50,11 +50,12 @@ def test_imports_it(i):
     sys.modules.setdefault("tensorflow", types.ModuleType("tensorflow"))
 '''
 LIGHT = '''
-import sys, pytest
+import os, sys, pytest
 
 @pytest.mark.parametrize("i", range(8))
 def test_never_sees_it(i):
-    assert "tensorflow" not in sys.modules
+    # (gw0, the one worker of four that may import it, takes other tests once its own are done.)
+    assert "tensorflow" not in sys.modules or os.environ["PYTEST_XDIST_WORKER"] == "gw0"
 '''
 
 
@@ -69,15 +70,15 @@ def _run(tmp_path: Path, workers: int, files: dict[str, str]) -> subprocess.Comp
                           cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
 
 
-def test_tests_importing_tensorflow_run_only_in_the_first_half_of_the_workers(tmp_path: Path):
+def test_tests_importing_tensorflow_run_only_in_the_first_quarter_of_the_workers(tmp_path: Path):
     proc = _run(tmp_path, 4, {"test_keras.py": IMPORTS_TF, "test_light.py": LIGHT})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     ran = re.findall(r"\[(gw\d+)\] \[ *\d+%\] PASSED (test_\w+)\.py", proc.stdout)
     assert len(ran) == 12, proc.stdout[-3000:]
-    assert {w for w, f in ran if f == "test_keras"} <= {"gw0", "gw1"}, ran
-    # The light tests are not held back: the other half runs them (here, all of them, since the
-    # first half starts with the TensorFlow group).
-    assert {w for w, f in ran if f == "test_light"} & {"gw2", "gw3"}, ran
+    assert {w for w, f in ran if f == "test_keras"} == {"gw0"}, ran
+    # The light tests are not held back: the other workers run them (here, all of them, since
+    # gw0 starts with the TensorFlow group).
+    assert {w for w, f in ran if f == "test_light"} & {"gw1", "gw2", "gw3"}, ran
 
 
 def test_a_test_importing_tensorflow_in_a_worker_kept_free_of_it_fails_and_says_where_it_belongs(

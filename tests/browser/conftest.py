@@ -14,10 +14,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import nbformat
 import pytest
+from lazy import lazy
 
 from .lab import CHROMIUM, CHROMIUM_ARGS, REPO, LabServer, NotebookPage
+
+nbformat = lazy("nbformat")  # imported by the first test that writes a notebook (tests/lazy.py)
 
 # Screenshots go to test-results/ (ignored by git); LEAKWIDGET_SCREENSHOTS=docs/screenshots
 # refreshes the pictures the README and docs show.

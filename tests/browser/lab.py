@@ -25,7 +25,15 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from playwright.sync_api import expect
+from lazy import lazy
+
+# Imported when a test first uses it, not when the suite is collected (tests/lazy.py).
+sync_api = lazy("playwright.sync_api")
+
+
+def expect(*args, **kwargs):
+    """Playwright's ``expect``."""
+    return sync_api.expect(*args, **kwargs)
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -10,8 +10,8 @@ both widths.
 from __future__ import annotations
 
 import pytest
-from playwright.sync_api import TimeoutError as PlaywrightTimeout
-from playwright.sync_api import expect
+
+from .lab import expect, sync_api
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -104,7 +104,7 @@ def test_the_comparisons_answer_is_the_headline_above_an_aligned_table(open_note
                         s => s.getBoundingClientRect().right <= right + 1)
                       && (!table || table.getBoundingClientRect().right <= pane.getBoundingClientRect().right + 1); })""",
                 timeout=30_000)
-        except PlaywrightTimeout:
+        except sync_api.TimeoutError:
             pass  # measured and said below
         _aligned_table_above_the_chart(nb.page, cell, width, screenshots)
     # Under the dashboard, for viewers without widgets: the same answer, and no worker's stderr.

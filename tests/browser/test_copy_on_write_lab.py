@@ -14,9 +14,9 @@ import re
 import time
 
 import pytest
-from playwright.sync_api import expect
 
 from .chart import geometry_problems, inside, read_geometry
+from .lab import expect
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(240)]
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import nbformat
 import pytest
+from lazy import lazy
 
 from .lab import REPO, NotebookPage
+
+nbformat = lazy("nbformat")  # imported by the first test that reads a notebook (tests/lazy.py)
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 import time
 
 import pytest
-from playwright.sync_api import expect
 
 from .chart import geometry_problems, read_figure, read_geometry, trend_and_data_ends
+from .lab import expect
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
 
@@ -293,7 +293,12 @@ def test_toggling_a_stage_and_run_again_at_900_px(open_notebook, screenshots):
     assert "Leak" in nb.output_text(2)  # the text report under the dashboard
 
     # The strip: the user's stages first, TensorFlow's own options on a line of their own, and
-    # tooltips that say why a stage does less than on -> serial -> off.
+    # tooltips that say why a stage does less than on -> serial -> off. (The strip is drawn
+    # from the stages the run recorded, after the banner: read it once both groups are there;
+    # read at once, it was empty in one run beside a busy machine.)
+    for group in ("pipeline", "tensorflow"):
+        expect(cell.locator(f".leakwidget-pipeline [data-stage-id][data-group='{group}']").first
+               ).to_be_visible()
     g = read_geometry(page)
     own = [c for c in g["chips"] if c["group"] == "pipeline"]
     options = [c for c in g["chips"] if c["group"] == "tensorflow"]

@@ -6,7 +6,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from playwright.sync_api import expect
+
+from .lab import expect
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 
