@@ -152,11 +152,17 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     from xdist.scheduler import LoadGroupScheduling
 
     class TensorFlowApart(LoadGroupScheduling):
+        workers = 0  # as started (nodes that stop leave ``self.nodes``)
+
+        def schedule(self) -> None:
+            self.workers = self.workers or len(self.nodes)
+            super().schedule()
+
         def _next_unit(self, node) -> str | None:
             """The first unit of the queue this node takes first: a worker that may import
             TensorFlow, a ``tf:`` group, then a unit that runs elsewhere, then any; another,
             a unit in its own process, then one that runs elsewhere, never a ``tf:`` group."""
-            heavy = _may_import_tf(node.gateway.id, len(self.nodes))
+            heavy = _may_import_tf(node.gateway.id, self.workers or len(self.nodes))
             order = ((TF_GROUP, ELSEWHERE, HERE) if heavy else (HERE, ELSEWHERE))
             for kind in order:
                 scope = next((s for s in self.workqueue if _kind(s) == kind), None)

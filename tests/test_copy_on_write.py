@@ -266,8 +266,9 @@ def test_leakwidget_run_of_a_program_whose_forked_workers_read_a_list_says_copy_
     assert 40 * 2**20 / 1.5 <= copied <= 40 * 2**20 * 1.5, p.stderr
 
 
-@pytest.mark.tf
-def test_a_keras_pydataset_over_a_list_with_four_multiprocessing_workers_is_called_copy_on_write() -> None:
+def test_a_keras_pydataset_over_a_list_with_four_multiprocessing_workers_is_called_copy_on_write(
+        tf) -> None:
+    # (``tf``: Keras runs in this process, so the test runs in the worker that may import it.)
     import keras
 
     from leakwidget.keras import LeakWatch

@@ -75,6 +75,7 @@ class Evidence:
     garbage_cause: str = ""  # … in its words for a growth that is garbage (what it made died)
     garbage: GarbageRate | None = None  # garbage.py's phase: what an iteration leaves to the collector
     free_at_start: int | None = None  # bytes free in malloc's heap after the trim before iteration 0
+    frozen: int = 0  # objects gc.freeze() put out of the collector's sight (gc.get_freeze_count())
 
 
 def attribute(ev: Evidence) -> Attribution:
@@ -131,6 +132,8 @@ def attribute(ev: Evidence) -> Attribution:
             att.summary += _kept_unseen(att)
         return att
     _classify(att, g, python_growth, _reclaimed(att, ev), ev.bytes_per_block is not None)
+    if ev.frozen:
+        _out_of_sight(att, ev.frozen)
     if att.kind == "garbage" and (att.top_types or att.paths):
         # The census's rows count from its baseline, before the warm-up: under garbage they are
         # the first iterations' one-off objects (a fit loop's first trace read "dict +19 per
@@ -618,3 +621,22 @@ def _plateau_summary(att: Attribution, reclaimed: int) -> str:
                 f"{what}{_kept_by(att)}.")
     return (f"{head}: Python objects hold only {format_bytes(held)} of it; the rest is native "
             f"memory (a tf.data buffer, TensorFlow's allocator, a C extension's cache){_native_where(att)}.")
+
+
+def _out_of_sight(att: Attribution, frozen: int) -> None:
+    """After ``gc.freeze()`` (the copy-on-write advice suggests it) the collector lists none of
+    the objects it froze: the census cannot count them, nor what only they hold (arrays, bytes,
+    strings: a NumPy array kept in a list made before the freeze read as native memory), and
+    no reference path passes through them. Objects made since are counted. So the growth is
+    not called native on the census's silence, and the note says what is hidden."""
+    att.notes.append(
+        f"gc.freeze() has put {frozen:,} objects out of the garbage collector's sight: the object "
+        "census counts none of them, nor what only they hold (arrays, bytes, strings), and no "
+        "reference path passes through them. gc.unfreeze() before the watch shows them.")
+    if att.kind == "native":
+        att.kind = "none"
+        att.summary = (
+            "Not split into Python and native memory: Python objects explain only "
+            f"{format_bytes(att.python_slope)} of the {format_bytes(att.rss_slope)} an iteration "
+            "RSS grows, but gc.freeze() hides objects from the census, and a container frozen "
+            "before the run can hold the rest (see the note).")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import sys
 import time
 import types
@@ -248,6 +249,7 @@ class Tracker:
             native_sites=window.sites if window is not None else (),
             native_window=(window.first, window.last) if window is not None else None,
             cause=cause, garbage_cause=garbage_cause, free_at_start=self.free_at_start,
+            frozen=gc.get_freeze_count(),
         )
 
     def _traced_slope(self, growth: Growth) -> float | None:
