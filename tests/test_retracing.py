@@ -7,6 +7,8 @@ layers or optimizers made every iteration, from Keras's name counters
 
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 import pytest
 from conftest_fresh import run_fresh
@@ -15,6 +17,8 @@ import leakwidget
 
 # Tests that run TensorFlow in this process ask for the `tf` fixture (tests/conftest.py); the
 # others run it in a fresh process, and this module imports none of it.
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None,
+                                reason="TensorFlow is not installed")
 
 
 def test_a_tf_function_called_with_python_numbers_is_named_as_retracing(tf) -> None:
