@@ -580,14 +580,24 @@ def _paths_of(step, setup=None, iterations=150) -> list[str]:
     return [p.text for p in r.attribution.paths]
 
 
+def _watch_decoded(frozen: bool = False):
+    """150 iterations keeping a 64 KiB array each in the module global DECODED, with a census;
+    ``frozen``: after ``gc.freeze()`` (undone after)."""
+    DECODED.clear()
+    if frozen:
+        gc.freeze()
+    try:
+        return Watch(WatchSpec(lambda: DECODED.append(np.ones(8192)), iterations=150),
+                     tracker=Tracker(census=True)).run()
+    finally:
+        if frozen:
+            gc.unfreeze()
+        DECODED.clear()
+
+
 @pytest.mark.slow
 def test_a_module_global_keeping_arrays_alive_is_named_as_the_root():
-    DECODED.clear()
-    try:
-        r = Watch(WatchSpec(lambda: DECODED.append(np.ones(8192)), iterations=150),
-                  tracker=Tracker(census=True)).run()
-    finally:
-        DECODED.clear()
+    r = _watch_decoded()
     a = r.attribution
     assert f"{__name__}.DECODED (list) \u2192 numpy.ndarray" in [p.text for p in a.paths], str(a)
     assert "What keeps them alive" in str(a)
@@ -603,14 +613,7 @@ def test_arrays_kept_by_a_container_frozen_by_gc_freeze_are_not_called_native_me
     # objects it froze, DECODED among them: the census cannot reach the arrays it keeps (they
     # are not tracked themselves), the path above cannot be found, and without this rule the
     # growth read "Native memory: ... Python objects explain only 126 B/iteration".
-    DECODED.clear()
-    gc.freeze()
-    try:
-        r = Watch(WatchSpec(lambda: DECODED.append(np.ones(8192)), iterations=150),
-                  tracker=Tracker(census=True)).run()
-    finally:
-        gc.unfreeze()
-        DECODED.clear()
+    r = _watch_decoded(frozen=True)
     a = r.attribution
     assert r.verdict.kind == "leak" and a.kind == "none", str(r)
     assert a.summary.startswith("Not split into Python and native memory"), a.summary
@@ -618,9 +621,7 @@ def test_arrays_kept_by_a_container_frozen_by_gc_freeze_are_not_called_native_me
     (note,) = [n for n in a.notes if "gc.freeze()" in n]
     assert "out of the garbage collector's sight" in note and "gc.unfreeze()" in note, note
     # Unfrozen, the same run says nothing of it (the test above names the list).
-    r = Watch(WatchSpec(lambda: DECODED.append(np.ones(8192)), iterations=150),
-              tracker=Tracker(census=True)).run()
-    DECODED.clear()
+    r = _watch_decoded()
     assert not any("gc.freeze()" in n for n in r.attribution.notes), r.attribution.notes
 
 

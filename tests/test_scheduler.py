@@ -26,8 +26,9 @@ _junk: list = []
 
 @pytest.fixture(autouse=True)
 def _junk_let_go():
-    """What ``grow`` kept is let go after each test: left in this module (test_widget.py's, the same, once held 3.4 GB of bytes and 27 million objects), it slowed
-    every later watch in the worker, whose collections and census walk the heap."""
+    """What ``grow`` kept is let go after each test. test_widget.py's, the same, once held
+    3.4 GB of bytes and 27 million objects in one worker, and slowed every later watch there,
+    whose collections and census walk the heap."""
     yield
     _junk.clear()
 

@@ -569,8 +569,9 @@ _junk: list = []
 
 @pytest.fixture(autouse=True)
 def _junk_let_go():
-    """What ``grow`` kept is let go after each test: left in this module (3.4 GB of bytes and 27 million objects after this file in one worker), it slowed
-    every later watch in the worker, whose collections and census walk the heap."""
+    """What ``grow`` kept is let go after each test. Left in this module, it held 3.4 GB of
+    bytes and 27 million objects after this file in one worker, and slowed every later watch
+    there, whose collections and census walk the heap."""
     yield
     _junk.clear()
 
