@@ -118,7 +118,9 @@ def shapes() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import holding_shapes as hs  # noqa: PLC0415
 
-    available = tuple(p for p in hs.PAYLOADS if p not in ("tensor", "frame") or hs._importable(p))
+    available = hs.available()
+    for payload in available:
+        hs.load(payload)
     print(f"| {'shape':24s} | {'kept':9s} | {'verdict':7s} | {'attribution':11s} | iterations | path |")
     print(f"|{'-' * 26}|{'-' * 11}|{'-' * 9}|{'-' * 13}|------------|------|")
     for name, payload in hs.cases(available):
