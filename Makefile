@@ -29,9 +29,10 @@ lab: install
 	$(VENV)/bin/jupyter lab notebooks/quickstart.ipynb --ServerApp.ip=127.0.0.1 \
 		$$( [ "$$(id -u)" = 0 ] && echo --allow-root )
 
-# Four tests at a time: most of the suite waits on kernels, workers, browsers and time-boxed
-# watches (tests/conftest.py says how tests are grouped and ordered).
-PYTEST_PARALLEL := -n 4 --dist loadgroup
+# Five tests at a time: much of the suite waits on kernels, workers, browsers and time-boxed
+# watches (tests/conftest.py says how tests are grouped and ordered; docs/development.md has
+# the runs that chose five).
+PYTEST_PARALLEL := -n 5 --dist loadgroup
 FAST := not (slow or kernel or browser or tf or soak)
 
 test: install

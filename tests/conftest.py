@@ -4,9 +4,9 @@ Every test is one of: fast (pure logic, recorded runs, short in-process watches 
 TensorFlow), or marked with what makes it slow — ``tf`` (runs real TensorFlow), ``kernel`` (a
 real Jupyter kernel), ``browser`` (JupyterLab in Chromium), ``slow`` (a minute or more).
 ``make check`` runs the fast ones; ``make test`` runs them all, several at a time with
-pytest-xdist (``-n 4 --dist loadgroup``): most of the suite waits on kernels, workers, browsers and
-time-boxed watches rather than computing, so four at a time fit two cores (measured: 14 min 39 s
-against 16 min 20 s with three, docs/development.md).
+pytest-xdist (``-n 5 --dist loadgroup``): much of the suite waits on kernels, workers, browsers
+and time-boxed watches rather than computing, so five at a time fit two cores (measured: 12:30
+against 12:58 with four, 14:39 against 16:20 with three before that; docs/development.md).
 
 The marks are set here from what a test uses (its file, its fixtures), so a new test in a slow
 file is marked without anyone remembering to; ``LEAKWIDGET_FAST_ONLY=1`` (set by ``make check``)
@@ -23,7 +23,7 @@ imports it in a worker's own process, every later watch in that worker walks Ten
 test_attribution.py and test_garbage.py took 117 CPU s after an ``import tensorflow`` against
 43 s without (docs/development.md). So the tests that import it in-process (``TF_HERE_FILES``,
 and those using a fixture of ``TF_FIXTURES``, ``tf`` among them: grouped as ``tf:FILE``) run in
-the first quarter of the workers (one of four), which take the rest only when those are done;
+the first quarter of the workers (at least one: one of five), which take the rest only when those are done;
 the others never import it, and a test that does there fails and says where it belongs. Collecting the
 tests imports none of it. Nothing here imports TensorFlow or IPython.
 """

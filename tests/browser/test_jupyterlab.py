@@ -295,10 +295,18 @@ def test_toggling_a_stage_and_run_again_at_900_px(open_notebook, screenshots):
     # The strip: the user's stages first, TensorFlow's own options on a line of their own, and
     # tooltips that say why a stage does less than on -> serial -> off. (The strip is drawn
     # from the stages the run recorded, after the banner: read it once both groups are there;
-    # read at once, it was empty in one run beside a busy machine.)
+    # read at once, it was empty in one run beside a busy machine, and once, at -n 5, still
+    # empty 5 s after the cell ended: given 30 s, and the failure says what the page had.)
     for group in ("pipeline", "tensorflow"):
-        expect(cell.locator(f".leakwidget-pipeline [data-stage-id][data-group='{group}']").first
-               ).to_be_visible()
+        chips = cell.locator(f".leakwidget-pipeline [data-stage-id][data-group='{group}']")
+        try:
+            expect(chips.first).to_be_visible(timeout=30_000)
+        except AssertionError as exc:
+            strips = cell.locator(".leakwidget-pipeline")
+            raise AssertionError(
+                f"no {group} chip: {strips.count()} strip view(s) in the cell, "
+                f"{cell.locator('[data-stage-id]').count()} chip(s) in all, "
+                f"Bisect offered: {cell.locator('.leakwidget-bisect').is_visible()}") from exc
     g = read_geometry(page)
     own = [c for c in g["chips"] if c["group"] == "pipeline"]
     options = [c for c in g["chips"] if c["group"] == "tensorflow"]
