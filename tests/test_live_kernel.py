@@ -75,11 +75,12 @@ class FrontEnd:
         return self.send_comm(dom_class, CLICK)
 
     def is_update(self, msg: dict, dom_class: str, key: str) -> Any:
-        """The new value of ``key`` if msg is a state update of the widget with ``dom_class``."""
-        if msg["msg_type"] != "comm_msg" or msg["content"]["comm_id"] != self.comms.get(dom_class):
+        """The new value of ``key`` if msg is a state update of the widget with ``dom_class``,
+        or the opening of a new one with it (the pipeline strip is drawn anew, not updated)."""
+        if msg["msg_type"] not in ("comm_msg", "comm_open") or msg["content"]["comm_id"] != self.comms.get(dom_class):
             return None
         data = msg["content"]["data"]
-        if data.get("method") not in ("update", "echo_update"):
+        if msg["msg_type"] == "comm_msg" and data.get("method") not in ("update", "echo_update"):
             return None
         return data.get("state", {}).get(key)
 

@@ -298,9 +298,8 @@ class Dashboard(widgets.VBox, BaseObserver):
             base = restore if restore is not None else self.scheduler.restore()
             if base is not None:
                 self._stages = [dataclasses.replace(s, state=base.toggles.state_for(s)) for s in self._stages]
-                self.strip.show(self._stages)
-                self.strip.states = {}
-            self.strip.culprits = [c.id for c in result.culprits]
+            self.strip.show(self._stages, culprits=[c.id for c in result.culprits],
+                            **({"states": {}} if base is not None else {}))
             verdict = result.configurations[0].kind if result.configurations else ""
             self._set_banner(bisect_banner(result), running=False, verdict=verdict)
             self.note.value = ""
