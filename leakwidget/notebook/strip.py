@@ -130,8 +130,9 @@ class PipelineStrip(widgets.Box):
                 if state in STAGE_STATES and state in allowed.get(sid, STAGE_STATES)}
 
     def _changed(self, _change: dict) -> None:
-        if not self._held:
-            self._draw()
+        with self._lock:  # (another thread's assign() holds it until it has drawn)
+            if not self._held:
+                self._draw()
 
     def _draw(self) -> None:
         with self._lock:
