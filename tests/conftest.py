@@ -23,9 +23,9 @@ imports it in a worker's own process, every later watch in that worker walks Ten
 test_attribution.py and test_garbage.py took 117 CPU s after an ``import tensorflow`` against
 43 s without (docs/development.md). So the tests that import it in-process (``TF_HERE_FILES``,
 and those using a fixture of ``TF_FIXTURES``, ``tf`` among them: grouped as ``tf:FILE``) run in
-the first quarter of the workers (at least one: one of five), which take the rest only when those are done;
-the others never import it, and a test that does there fails and says where it belongs. Collecting the
-tests imports none of it. Nothing here imports TensorFlow or IPython.
+the first quarter of the workers (at least one: one of five), which take the rest only when
+those are done; the others never import it, and a test that does there fails and says where it
+belongs. Collecting the tests imports none of it. Nothing here imports TensorFlow or IPython.
 """
 
 from __future__ import annotations

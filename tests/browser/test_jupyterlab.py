@@ -295,8 +295,10 @@ def test_toggling_a_stage_and_run_again_at_900_px(open_notebook, screenshots):
     # The strip: the user's stages first, TensorFlow's own options on a line of their own, and
     # tooltips that say why a stage does less than on -> serial -> off. (The strip is drawn
     # from the stages the run recorded, after the banner: read it once both groups are there;
-    # read at once, it was empty in one run beside a busy machine, and once, at -n 5, still
-    # empty 5 s after the cell ended: given 30 s, and the failure says what the page had.)
+    # read at once, it was empty in one run beside a busy machine. Twice at -n 5 it stayed
+    # empty for good: anywidget's front end had dropped the strip's updates, its model having
+    # taken over 2 s to load. The strip is now drawn anew for each change (strip.py); the
+    # failure still says what the page had.)
     for group in ("pipeline", "tensorflow"):
         chips = cell.locator(f".leakwidget-pipeline [data-stage-id][data-group='{group}']")
         try:
