@@ -364,11 +364,18 @@ def _leaking(per_iteration: int):
     return lambda: held.append(np.ones(per_iteration // 8))
 
 
-def test_a_variant_that_keeps_only_a_little_of_the_growth_away_is_not_named() -> None:
+def test_a_variant_that_keeps_only_a_little_of_the_growth_away_is_not_named(monkeypatch) -> None:
     # Both grow steadily: 1 MiB and 0.9 MiB an iteration. The second's interval lies below the
     # first's and it grows 6 MiB less, but an allocator that keeps 10% away is not the fix.
+    # (Real leaking runs, their growths set to those numbers: beside stress-ng, run AK, glibc's
+    # measured interval reached down to 0.88 MiB and the case was not the one this tests.)
+    from leakwidget.engine.workers import fix
+
     glibc = leakwidget.watch(_leaking(MiB), iterations=60, widget=False)
     other = leakwidget.watch(_leaking(MiB * 9 // 10), iterations=60, widget=False)
+    measured = {id(glibc): fix.Growth(MiB, 0.99 * MiB, 1.01 * MiB, 59),
+                id(other): fix.Growth(0.9 * MiB, 0.89 * MiB, 0.91 * MiB, 59)}
+    monkeypatch.setattr(fix, "growth_of", lambda r: measured[id(r)])
     result = CompareResult([Variant("glibc"), Variant("jemalloc", allocator="jemalloc")], [glibc, other])
     assert result.growth_rate("jemalloc").high < result.growth_rate("glibc").low, str(result)
     assert result.best is None and result.answer.kind == "no-variant-helps", str(result)
