@@ -9,7 +9,7 @@ import pytest
 
 from .lab import expect
 
-pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(360)]
 
 SETUP = """
 import os
@@ -46,7 +46,11 @@ def test_stop_in_the_page_ends_a_running_fit(open_notebook, screenshots):
     assert nb.prompt(1) == "[*]:"
     expect(cell.locator(".leakwidget-run-again")).to_have_count(0)  # only Stop applies
     assert "cannot deliver clicks" not in cell.locator(".leakwidget-note").inner_text()
-    cell.locator(".leakwidget-dashboard").screenshot(path=str(screenshots / "keras-fit.png"))
+    # Taken while the fit runs, so the page shares the CPU with a training kernel (and, in the
+    # suite, with four other workers): CI's run (stop 57) spent the whole 30 s default waiting
+    # for the element and then the page's fonts. The picture is for a person to look at; the
+    # claims are the assertions around it, so it gets the time a starved page needs.
+    cell.locator(".leakwidget-dashboard").screenshot(path=str(screenshots / "keras-fit.png"), timeout=90_000)
 
     clicked = time.monotonic()
     stop.click()
