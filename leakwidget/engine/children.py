@@ -86,6 +86,9 @@ class WithChildren:
 
     ``rss()`` is the source's RSS plus the children's private memory at the last reading; a
     daemon thread reads them (see the module's docstring) from creation until :meth:`stop`.
+    What the watch's object census keeps during the run (``held_rss``, ``held_in_use``: its
+    checkpoints' arrays) is not the user's: the readings leave it out, the records, the
+    sampler's series and the guard alike.
     """
 
     def __init__(self, source: MemorySource) -> None:
@@ -94,6 +97,7 @@ class WithChildren:
         self.in_process = source.in_process
         self.hz = source.hz
         self.total = 0  # bytes of every descendant at the last reading
+        self.held_rss = self.held_in_use = 0  # the census's own (set by the watch)
         self.members = Members(os.getpid(), count_root=False, root_watched=True)
         self.t0 = time.perf_counter()  # the watch's clock, for the live readings (set by it)
         self._stop = threading.Event()
@@ -105,7 +109,7 @@ class WithChildren:
         self._thread.start()
 
     def rss(self) -> int:
-        return self._source_rss() + self.total
+        return self._source_rss() + self.total - self.held_rss
 
     def in_use(self) -> int | None:
         """This process's bytes in use plus its children's private memory, whose allocators
@@ -113,7 +117,7 @@ class WithChildren:
         counters alone called a worker's steady leak the allocator taking more room); what
         the children add moves this and rss() alike."""
         own = self.source.in_use()
-        return None if own is None else own + self.total
+        return None if own is None else max(0, own - self.held_in_use) + self.total
 
     @property
     def latest(self) -> ChildrenReading | None:

@@ -129,11 +129,9 @@ class Watch:
     no attribution). ``live_verdict``: recompute the verdict while running (default: when
     someone observes, or when the run stops on a confident verdict). ``source``: what is
     measured (this process; another process tree is seen only through its RSS, without stage
-    toggles, attribution or the guard's interrupt).
-
-    Code that drives the iterations itself (a Keras callback) calls ``start()``, then
-    ``begin_iteration()`` / ``end_iteration()`` around each of its steps until the latter
-    returns False, then ``finish()``.
+    toggles, attribution or the guard's interrupt). Code that drives the iterations itself (a
+    Keras callback) calls ``start()``, then ``begin_iteration()`` / ``end_iteration()`` around
+    each of its steps until the latter returns False, then ``finish()``.
     """
 
     def __init__(self, spec: WatchSpec, observers: Sequence[Observer] = (), *,
@@ -313,13 +311,15 @@ class Watch:
         try:
             record = self._meter.end(self.index)
             if self.tracker is not None and self.tracker.corrects:
-                # memray's tracker (native=True) and census=True's checkpoints keep memory of
-                # their own: the tracker takes it out of the RSS recorded, which the verdict reads.
+                # memray's tracker (native=True) keeps memory of its own: the tracker takes it
+                # out of the RSS recorded, which the verdict reads.
                 self.tracker.correct(record)
             self.log.append(record)
             self.index += 1
             if self.tracker is not None and self.tracker.hooked:
                 self.tracker.on_iteration(record)
+                if self._children is not None:  # what a census just kept is not the user's
+                    self._children.held_rss, self._children.held_in_use = self.tracker.held
             for ob in self.observers:
                 ob.on_iteration(record)
             if self.live_verdict and record.end + self._t0 >= self._next_verdict_t:
@@ -478,6 +478,13 @@ def _explain_copies(result: WatchResult) -> None:
         result.attribution = as_attribution(found, result.attribution)
 
 
+def _direct(watch: Watch) -> bool:
+    """Whether the loop may log the meter's readings straight (no observer, tracker hook or
+    correction needs the record)."""
+    t = watch.tracker
+    return not watch.observers and (t is None or not (t.hooked or t.corrects))
+
+
 async def _measured_loop(watch: Watch, step: Callable[[], object], pause: Pause) -> None:
     """run_async's loop. What runs between two steps is what the user pays on every iteration
     (docs/benchmarks.md, the bookkeeping), and right after a step every call runs cold: so it
@@ -487,8 +494,7 @@ async def _measured_loop(watch: Watch, step: Callable[[], object], pause: Pause)
     records through ``Watch._record``."""
     meter, guard, interrupts, log, budget = (watch._meter, watch._guard, watch._interrupts,
                                              watch.log, watch._budget)
-    tracker = watch.tracker
-    direct = not watch.observers and (tracker is None or not (tracker.hooked or tracker.corrects))
+    direct = _direct(watch)
     live, t0, loop_t0, clock = watch.live_verdict, watch._t0, watch._loop_t0, time.perf_counter
     pauses = pause is not NO_PAUSE  # awaiting the no-op costs a coroutine per iteration
     interrupts.install()
@@ -516,6 +522,7 @@ async def _measured_loop(watch: Watch, step: Callable[[], object], pause: Pause)
         if not direct:
             if not watch._record():
                 return
+            direct = _direct(watch)  # e.g. once the default census's one checkpoint is taken
         else:
             try:
                 row = meter.row(i)
@@ -611,6 +618,8 @@ async def phase_after(watch: Watch, phase: Phase, step: Callable[[], object],
     except BaseException as exc:  # the run's result stands; the watch says how the phase ended
         phase.end_phase(exc)
         return exc
+    finally:
+        watch.tracker.after += done  # the final census counts these iterations' objects too
     phase.end_phase(None)
     return None
 

@@ -48,9 +48,8 @@ class Tracker:
 
     ``trace``: start tracemalloc (unless already on) and report growing allocation sites.
     ``lines``: trace the step line by line (memory_profiler) and report each line's growth.
-    ``budget``: share of the run's wall time the object census may take between iterations.
-    ``census``: None (default) takes object censuses as the budget allows; True takes one after
-    iterations 1, 2, 4, 8, … whatever it costs; False never.
+    ``budget``: share of the run's wall time the object census may take. ``census``: None
+    (default) as the budget allows; True after iterations 1, 2, 4, 8, … at any cost; False never.
     ``native``: trace a window of iterations after the warm-up with memray and report the call
     stacks of memory allocated there and not freed (``attribution.native_sites``).
     ``paths``: search what keeps the growing Python types alive (``attribution.paths``).
@@ -84,6 +83,7 @@ class Tracker:
 
     def _reset(self) -> None:
         self._done = 0  # iterations finished
+        self.after = 0  # iterations the phases after the run ran (counted by the watch)
         # Bytes free inside malloc's heap once the watch trimmed it before iteration 0 (set by
         # the watch: watch.settle_memory), what malloc may touch again with nothing more in use
         self.free_at_start: int | None = None
@@ -131,24 +131,33 @@ class Tracker:
             hooks.append(self._native.on_iteration)
         self._hooks = tuple(hooks)
         self.hooked = bool(hooks)
-        # Whether the records need correct(): memory of the tracker's own moves RSS.
-        self.corrects = self.native or self.census is True
+        # Whether the records need correct(): memray's own memory moves RSS.
+        self.corrects = self.native
 
     def baseline_census(self) -> bool:
         """After the setup, before iteration 0, right after the collection: the baseline object
         census (by default when affordable; always with census=True), which trims the
-        allocator after it; True when it was taken.
-
-        A census in the middle of a run would put a step into the very RSS series the verdict
-        reads (measured in a kernel: a flat step looked like a 6 KiB/iteration leak), so by
-        default the others are taken only at the end, after the verdict. census=True asks for
-        them during the run: each hands its temporaries back, and what it keeps is taken out of
-        the records (:meth:`correct`)."""
+        allocator after it; True when it was taken. A census in the middle of a run would put a
+        step into the very RSS series the verdict reads (in a kernel a flat step looked like a
+        6 KiB/iteration leak), so by default one more is taken during the run, after the first
+        iteration, which every verdict counts as warm-up (``first_call_affordable``); census=True
+        takes them at 1, 2, 4, 8, …. What they keep (``held``) no reading counts."""
         if self.census is True or (
                 self.census is None and self._census.affordable(sys.getallocatedblocks(), self._planned)):
             self._census.take(sys.getallocatedblocks(), self._done)
+            if self._census.first_call_affordable(self._planned):
+                self._hooks += (self._first_call,)
+                self.hooked = True
             return True
         return False
+
+    def _first_call(self, record: IterationRecord, done: int) -> None:
+        """The default mode's one checkpoint, after the first iteration; then no more hooks."""
+        self._census.on_iteration(record, done)
+        self._hooks = tuple(h for h in self._hooks if h != self._first_call)
+        self.hooked = bool(self._hooks)
+
+    held = property(lambda self: self._census.held, doc="(RSS, bytes in use) the checkpoints keep")
 
     def wrap(self, fn: Callable, code: types.CodeType | None) -> Callable:
         """After the setup: the step to call (traced line by line with lines=True)."""
@@ -182,16 +191,8 @@ class Tracker:
 
     def correct(self, record: IterationRecord) -> None:
         """Before the record is logged (the watch calls this when ``corrects``): take out
-        of its RSS what census=True's checkpoints keep, and what memray's tracker made resident
-        (native=True)."""
-        held_rss, held_in_use = self._census.held
-        if held_rss:
-            record.rss -= held_rss
-            record.peak_rss -= held_rss
-            if record.malloc_in_use >= 0:
-                record.malloc_in_use = max(0, record.malloc_in_use - held_in_use)
-        if self.native:
-            self._native.correct(record)
+        of its RSS what memray's tracker made resident (native=True)."""
+        self._native.correct(record)
 
     def gpu_series(self) -> np.ndarray:
         """(iteration, current bytes, peak bytes) rows for charting beside RSS."""
@@ -216,9 +217,10 @@ class Tracker:
         # Trim before the final census: the census allocates and frees memory of its own, which
         # the allocator may keep and a later trim would return.
         reclaimed = self._retention.reclaim(growth.grew)
-        # The final census (0.1–0.3 s with TensorFlow's heap) only explains growth: a run that
-        # did not grow has nothing for it to explain.
-        census = self._census.finish(self._done, verdict.warmup) if growth.grew else self._census.skip_final()
+        # The final census (0.1–0.3 s with TensorFlow's heap; after the phases, whose iterations
+        # it counts) only explains growth: a run that did not grow has nothing for it to explain.
+        done = self._done + self.after
+        census = self._census.finish(done, verdict.warmup) if growth.grew else self._census.skip_final()
         if census.note:
             notes.append(census.note)
         traced_slope = self._traced_slope(growth)
