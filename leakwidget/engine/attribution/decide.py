@@ -6,6 +6,7 @@ Python/native split, the summary and the notes come out.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from ..units import format_bytes
@@ -101,6 +102,9 @@ def attribute(ev: Evidence) -> Attribution:
     att.garbage = ev.garbage.to_dict() if ev.garbage is not None else None
     att.free_at_start = ev.free_at_start
     _split(att, ev)
+    if att.rss_slope != g.rss_slope:  # a block count's estimate, sized by the census (_split)
+        g = dataclasses.replace(g, rss_slope=att.rss_slope, bytes=att.rss_slope * g.span)
+        att.growth_bytes = g.bytes
     att.growth_of = {"leak": "leak", "plateau": "plateau"}.get(g.verdict, "growth")
     if g.verdict in ("leak", "plateau"):  # a plateau's slopes are per iteration of its rise
         python_growth = att.python_slope * g.span
@@ -160,6 +164,17 @@ def _split(att: Attribution, ev: Evidence) -> None:
         primary, source = ev.traced_slope, FROM_TRACEMALLOC
     if ev.census_slope is not None and ev.census_slope > primary:
         primary, source = ev.census_slope, FROM_CENSUS
+    if ev.growth.from_blocks and ev.census_slope is not None and primary > 0:
+        # RSS did not grow: the verdict sized the blocks with the heap's average block, and
+        # the census sized the objects that grow. The difference is no native memory (the
+        # second watch of a Python leak, refilling what the first one freed, read "native
+        # 72 of 128 KiB" beside the census's 55 KiB of lists and objects).
+        att.notes.append(
+            f"RSS has not grown yet: the verdict's {format_bytes(att.rss_slope)}/iteration is the "
+            f"block count sized with the heap's average block; the object census sizes the "
+            f"objects that grow at {format_bytes(primary)}/iteration, and that is what is split."
+        )
+        att.rss_slope = float(primary)
     growth = max(att.rss_slope, 0.0)
     att.python_slope = min(max(float(primary), 0.0), growth)
     att.python_source = source

@@ -30,6 +30,9 @@ class Growth:
     # too few readings, not glibc's heap, or a plateau's rise)
     in_use_slope: float | None = None
     climbing: bool = False  # the verdict's: RSS flat after a rise, what is in use still climbing
+    # A leak of Python objects seen in the block count while RSS reuses freed memory: the
+    # verdict's slope is then the blocks times the heap's average block, no RSS measured.
+    from_blocks: bool = False
 
     @property
     def grew(self) -> bool:
@@ -66,6 +69,7 @@ def measure_growth(v: Verdict, log: RecordLog) -> Growth | None:
     return Growth(
         v.kind, rss_slope, _blocks_slope(x, blocks[post]), growth, start, span,
         max(1.0, idx[-1] - first), _in_use_slope(idx, rss, in_use, start), v.climbing,
+        v.reason == "python-blocks",
     )
 
 
