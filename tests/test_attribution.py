@@ -145,6 +145,12 @@ def test_what_the_first_call_makes_once_is_not_the_runs_growth():
     assert a.kind == "native", str(a)
     assert a.python_slope < 0.1 * a.rss_slope, str(a)
     assert not any(t.name == "dict" for t in a.top_types), str(a)
+    # The checkpoint's temporaries (tens of MiB in a test process's heap) are no sample of the
+    # run's series, nor is what it keeps any record's RSS.
+    t, v = r.samples[:, 0], r.samples[:, 1]
+    run = t >= r.column("start")[0]
+    assert v[run].max() <= r.column("peak_rss").max() + 2 * 2**20, (v[run].max(), r.column("peak_rss").max())
+    assert np.all(np.diff(r.column("rss")[1:]) < 2 * size), np.diff(r.column("rss")) // 1024
 
     cache.clear()
     kept: list = []

@@ -394,6 +394,7 @@ class Sampler:
         # end reads it without scanning the series or taking its lock.
         self.window = 0
         self.window_max = (0, 0)
+        self.held = False  # while the watch's own census runs: its temporaries are not sampled
 
     def open_window(self) -> int:
         """Start a new window of readings (an iteration begins); its number."""
@@ -433,7 +434,7 @@ class Sampler:
                 # Far behind (a long GIL hold in native code): resynchronise, don't burst.
                 next_due = now
             t = time.perf_counter()
-            if t - t0 - self.offered_t < interval:
+            if t - t0 - self.offered_t < interval or self.held:
                 # The main thread sampled at an iteration end just now: it is stepping faster
                 # than we sample. Taking the GIL from it would only cost it time, so check
                 # back later (the series keeps its rate from the main thread's samples).

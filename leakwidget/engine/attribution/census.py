@@ -58,6 +58,12 @@ def _figures(grown: list[TypeGrowth]) -> tuple[float, float | None, float]:
     return slope, float(sum(g.per_iteration * g._block_bytes for g in counted) / nblk), outside
 
 
+# Pymalloc blocks a first iteration must add for the default census to take a checkpoint after
+# it. Other steps are left alone: a checkpoint's trim gives back pages the next iterations (and
+# a dashboard's redraws) touch again. Importing pandas adds ~150,000; tracing a small
+# tf.function ~20,000; a flat step a few hundred.
+FIRST_CALL_BLOCKS = 10_000
+
 # Seconds the baseline census may always take, whatever the run's length: enough for the heap of
 # a process with TensorFlow and Keras loaded (~1.2M blocks, 0.12-0.3 s measured).
 CENSUS_ALLOWANCE = 0.25
@@ -138,24 +144,28 @@ class ObjectCensus:
 
     def first_call_affordable(self, planned: float | None) -> bool:
         """By default, once the baseline is taken: may one more census follow the first
-        iteration? The growth is then counted from it, not from the baseline, so that what a
-        first call makes once and keeps (a library it imports, the functions it traces, a cache
-        it fills) is not divided over the run as growth. Without it a native leak of 256 KiB
-        an iteration whose step imported pandas on its first call read "Python objects … kept
-        alive by globals of pandas.io.excel._openpyxl" over 40 iterations. It may take what the
-        baseline left of the budget, or the allowance."""
+        iteration, should it make many objects? The growth is then counted from it, not from
+        the baseline, so that what a first call makes once and keeps (a library it imports,
+        the functions it traces, a cache it fills) is not divided over the run as growth.
+        Without it a native leak of 256 KiB an iteration whose step imported pandas on its
+        first call read "Python objects … kept alive by globals of pandas.io.excel._openpyxl"
+        over 40 iterations. It may take what the baseline left of the budget, or the allowance."""
         if self.mode is not None or len(self._checkpoints) != 1:
             return False
         self._estimate = self._cost_per_block * max(sys.getallocatedblocks(), 1)
         return planned is None or self._estimate <= max(self.budget * planned - self.spent, CENSUS_ALLOWANCE)
 
-    def on_iteration(self, record: IterationRecord, done: int) -> None:
-        """A checkpoint after iterations 1, 2, 4, 8, … with census=True; by default only the
-        first (:meth:`first_call_affordable`)."""
-        if done >= self.next_at:
-            self.take(record.blocks if record.blocks >= 0 else sys.getallocatedblocks(), done)
-            if self.mode is None:
-                self.next_at = sys.maxsize
+    def due(self, record: IterationRecord, done: int) -> int | None:
+        """The block count when a checkpoint is due now (census=True: after iterations 1, 2, 4,
+        8, …; by default after the first, when it made FIRST_CALL_BLOCKS or more), else None."""
+        if done < self.next_at:
+            return None
+        blocks = record.blocks if record.blocks >= 0 else sys.getallocatedblocks()
+        if self.mode is None:
+            self.next_at = sys.maxsize
+            if blocks - self._checkpoints[0].blocks < FIRST_CALL_BLOCKS:
+                return None
+        return blocks
 
     def finish(self, done: int, warmup: int) -> CensusGrowth:
         """The final census against the first one after the warm-up; failing that, by default,

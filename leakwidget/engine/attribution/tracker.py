@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import sys
 import time
@@ -84,6 +85,7 @@ class Tracker:
     def _reset(self) -> None:
         self._done = 0  # iterations finished
         self.after = 0  # iterations the phases after the run ran (counted by the watch)
+        self.aside = contextlib.nullcontext  # what a census during the run is taken in (the watch's)
         # Bytes free inside malloc's heap once the watch trimmed it before iteration 0 (set by
         # the watch: watch.settle_memory), what malloc may touch again with nothing more in use
         self.free_at_start: int | None = None
@@ -126,7 +128,7 @@ class Tracker:
         if self.trace and not self._tracing.deferred:
             hooks.append(self._tracing.snapshot_after_warmup)
         if self.census is True:
-            hooks.append(self._census.on_iteration)
+            hooks.append(self._checkpoint)
         if self.native:
             hooks.append(self._native.on_iteration)
         self._hooks = tuple(hooks)
@@ -136,26 +138,27 @@ class Tracker:
 
     def baseline_census(self) -> bool:
         """After the setup, before iteration 0, right after the collection: the baseline object
-        census (by default when affordable; always with census=True), which trims the
-        allocator after it; True when it was taken. A census in the middle of a run would put a
-        step into the very RSS series the verdict reads (in a kernel a flat step looked like a
-        6 KiB/iteration leak), so by default one more is taken during the run, after the first
-        iteration, which every verdict counts as warm-up (``first_call_affordable``); census=True
-        takes them at 1, 2, 4, 8, …. What they keep (``held``) no reading counts."""
+        census (by default when affordable; always with census=True), which trims the allocator
+        after it; True when taken. By default at most one more is taken during the run (a census
+        there put a step into the RSS series the verdict reads), after the first iteration, which
+        every verdict counts as warm-up (census.py, ``due``); census=True's at 1, 2, 4, 8, …"""
         if self.census is True or (
                 self.census is None and self._census.affordable(sys.getallocatedblocks(), self._planned)):
             self._census.take(sys.getallocatedblocks(), self._done)
             if self._census.first_call_affordable(self._planned):
-                self._hooks += (self._first_call,)
+                self._hooks += (self._checkpoint,)
                 self.hooked = True
             return True
         return False
 
-    def _first_call(self, record: IterationRecord, done: int) -> None:
-        """The default mode's one checkpoint, after the first iteration; then no more hooks."""
-        self._census.on_iteration(record, done)
-        self._hooks = tuple(h for h in self._hooks if h != self._first_call)
-        self.hooked = bool(self._hooks)
+    def _checkpoint(self, record: IterationRecord, done: int) -> None:
+        """A census during the run when one is due, ``aside`` (the watch's: unsampled, resettled)."""
+        if (blocks := self._census.due(record, done)) is not None:
+            with self.aside():
+                self._census.take(blocks, done)
+        if self.census is None:  # the default's one chance, after the first iteration
+            self._hooks = tuple(h for h in self._hooks if h != self._checkpoint)
+            self.hooked = bool(self._hooks)
 
     held = property(lambda self: self._census.held, doc="(RSS, bytes in use) the checkpoints keep")
 
