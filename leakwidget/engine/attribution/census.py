@@ -60,9 +60,9 @@ def _figures(grown: list[TypeGrowth]) -> tuple[float, float | None, float]:
 
 # Pymalloc blocks a first iteration must add for the default census to take a checkpoint after
 # it. Other steps are left alone: a checkpoint's trim gives back pages the next iterations (and
-# a dashboard's redraws) touch again. Importing pandas adds ~150,000; tracing a small
-# tf.function ~20,000; a flat step a few hundred.
-FIRST_CALL_BLOCKS = 10_000
+# a dashboard's redraws) touch again. Measured: importing pandas ~234,000; the first call of a
+# small tf.function (its trace) ~3,600; a first model.predict ~3,300; an eager op's ~280.
+FIRST_CALL_BLOCKS = 2_000
 
 # Seconds the baseline census may always take, whatever the run's length: enough for the heap of
 # a process with TensorFlow and Keras loaded (~1.2M blocks, 0.12-0.3 s measured).
