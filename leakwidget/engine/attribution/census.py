@@ -1,10 +1,11 @@
 """The object census: when censuses are taken, what they keep, and what grew between them.
 
-A census is taken after the setup (the baseline), after the first iteration (by default, when
-the budget allows) or at iterations 1, 2, 4, 8, … (``census=True``), and once more at the end,
-after the verdict. Each counts every gc-tracked object by type, the untracked dicts and tuples
-and the payloads (arrays, buffers) the tracked ones hold, and the length of every container (survey.py); the rows that grew between the
-baseline and the end are sized (grown.py).
+A census is taken after the setup (the baseline); by default after the first iteration too,
+when it made many objects and the budget allows, or at iterations 1, 2, 4, 8, … with
+``census=True``; and once more at the end, after the verdict. Each counts every gc-tracked
+object by type, the untracked dicts and tuples and the payloads (arrays, buffers) the tracked
+ones hold, and the length of every container (survey.py); the rows that grew between the
+first census after the warm-up (or the first iteration) and the end are sized (grown.py).
 """
 
 from __future__ import annotations
