@@ -494,12 +494,15 @@ def _census_aside(watch: Watch) -> Iterator[None]:
     """A census during the run: the sampler keeps no reading of its temporaries (tens of MiB in
     a large heap, drawn as a spike at the run's start), and after it what its trim gave back is
     taken again, as after the baseline's (a dashboard's next three redraws took 476 KiB)."""
+    began = time.perf_counter()
     watch._sampler.held = True
     try:
         yield
     finally:
         watch._sampler.held = False
     _rehearse(watch)
+    if watch._loop_t0 is not None:  # -t counts the step's time, not this (0.2-1 s with TensorFlow)
+        watch._loop_t0 += time.perf_counter() - began
 
 
 def _direct(watch: Watch) -> bool:
@@ -546,7 +549,8 @@ async def _measured_loop(watch: Watch, step: Callable[[], object], pause: Pause)
         if not direct:
             if not watch._record():
                 return
-            direct = _direct(watch)  # e.g. once the default census's one checkpoint is taken
+            # (e.g. once the default census's one checkpoint is taken, which -t does not count)
+            direct, loop_t0 = _direct(watch), watch._loop_t0
         else:
             try:
                 row = meter.row(i)
