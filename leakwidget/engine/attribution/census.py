@@ -1,11 +1,10 @@
 """The object census: when censuses are taken, what they keep, and what grew between them.
 
-A census is taken after the setup (the baseline); by default after the first iteration too,
-when it made many objects and the budget allows, or at iterations 1, 2, 4, 8, … with
-``census=True``; and once more at the end, after the verdict. Each counts every gc-tracked
+A census is taken after the setup (the baseline), at iterations 1, 2, 4, 8, … with
+``census=True``, and once more at the end, after the verdict. Each counts every gc-tracked
 object by type, the untracked dicts and tuples and the payloads (arrays, buffers) the tracked
 ones hold, and the length of every container (survey.py); the rows that grew between the
-first census after the warm-up (or the first iteration) and the end are sized (grown.py).
+baseline (or the first checkpoint after the warm-up) and the end are sized (grown.py).
 """
 
 from __future__ import annotations
@@ -58,12 +57,6 @@ def _figures(grown: list[TypeGrowth]) -> tuple[float, float | None, float]:
         return slope, None, outside
     return slope, float(sum(g.per_iteration * g._block_bytes for g in counted) / nblk), outside
 
-
-# Pymalloc blocks a first iteration must add for the default census to take a checkpoint after
-# it. Other steps are left alone: a checkpoint's trim gives back pages the next iterations (and
-# a dashboard's redraws) touch again. Measured: importing pandas ~234,000; the first call of a
-# small tf.function (its trace) ~3,600; a first model.predict ~3,300; an eager op's ~280.
-FIRST_CALL_BLOCKS = 2_000
 
 # Seconds the baseline census may always take, whatever the run's length: enough for the heap of
 # a process with TensorFlow and Keras loaded (~1.2M blocks, 0.12-0.3 s measured).
@@ -143,40 +136,19 @@ class ObjectCensus:
     def _kept_rss(self) -> int:
         return sum(cp.footprint()[0] for cp in self._checkpoints)
 
-    def first_call_affordable(self, planned: float | None) -> bool:
-        """By default, once the baseline is taken: may one more census follow the first
-        iteration, should it make many objects? The growth is then counted from it, not from
-        the baseline, so that what a first call makes once and keeps (a library it imports,
-        the functions it traces, a cache it fills) is not divided over the run as growth.
-        Without it a native leak of 256 KiB an iteration whose step imported pandas on its
-        first call read "Python objects … kept alive by globals of pandas.io.excel._openpyxl"
-        over 40 iterations. It may take what the baseline left of the budget, or the allowance."""
-        if self.mode is not None or len(self._checkpoints) != 1:
-            return False
-        self._estimate = self._cost_per_block * max(sys.getallocatedblocks(), 1)
-        return planned is None or self._estimate <= max(self.budget * planned - self.spent, CENSUS_ALLOWANCE)
-
     def due(self, record: IterationRecord, done: int) -> int | None:
-        """The block count when a checkpoint is due now (census=True: after iterations 1, 2, 4,
-        8, …; by default after the first, when it made FIRST_CALL_BLOCKS or more), else None."""
+        """census=True: the block count when a checkpoint is due now (after iterations 1, 2, 4,
+        8, …), else None."""
         if done < self.next_at:
             return None
-        blocks = record.blocks if record.blocks >= 0 else sys.getallocatedblocks()
-        if self.mode is None:
-            self.next_at = sys.maxsize
-            if blocks - self._checkpoints[0].blocks < FIRST_CALL_BLOCKS:
-                return None
-        return blocks
+        return record.blocks if record.blocks >= 0 else sys.getallocatedblocks()
 
     def finish(self, done: int, warmup: int) -> CensusGrowth:
-        """The final census against the first one after the warm-up; failing that, by default,
-        the one after the first iteration, else the baseline (none without a baseline or when
-        no iteration followed it)."""
+        """The final census against the first one after the warm-up (none without a baseline
+        or when no iteration followed it)."""
         if not self._checkpoints:
             return CensusGrowth((), None, None, 0, self._why_none(done))
-        first_call = [c for c in self._checkpoints[1:2] if self.mode is None and c.done < done]
-        base = next((c for c in self._checkpoints if c.done >= warmup + 1),
-                    first_call[0] if first_call else self._checkpoints[0])
+        base = next((c for c in self._checkpoints if c.done >= warmup + 1), self._checkpoints[0])
         span = done - base.done
         if span < 1:
             return _NO_CENSUS

@@ -139,14 +139,13 @@ def attribute(ev: Evidence) -> Attribution:
     if ev.frozen:
         _out_of_sight(att, ev.frozen)
     if att.kind == "garbage" and (att.top_types or att.paths):
-        # The census's rows count from the first iteration's end, which can precede the end of
-        # the warm-up: under garbage they are its one-off objects (counted from the baseline, a
-        # fit loop's first trace read "dict +19 per iteration", with a path from the model's
-        # history), not what grows.
+        # The census's rows count from its baseline, before the warm-up: under garbage they are
+        # the first iterations' one-off objects (a fit loop's first trace read "dict +19 per
+        # iteration", with a path from the model's history), not what grows.
         att.top_types, att.paths = [], []
-        att.notes.append("The object census's growing types are not shown: it counts from the "
-                         "first iteration, which can precede the end of the warm-up, and past "
-                         "the garbage nothing grew that it counts apart from one-off objects.")
+        att.notes.append("The object census's growing types are not shown: its baseline "
+                         "precedes the warm-up, and past the garbage nothing grew that it counts "
+                         "apart from the warm-up's one-off objects.")
     cause = ev.garbage_cause if att.kind == "garbage" else ev.cause
     if cause:  # the named cause first: it says what to change
         att.summary = f"{cause} {att.summary}"
@@ -405,9 +404,9 @@ def _kept_parts(att: Attribution) -> str:
 def _garbage(att: Attribution, g: Growth) -> bool:
     """Is the growth of a leak (or undecided run) garbage in reference cycles? In garbage.py's
     phase an iteration left garbage worth GARBAGE_SHARE of RSS's rate or more, and the heap
-    kept at most LIVE_SHARE of it once that garbage was collected. (Not the census: it counts
-    from the first iteration, which can precede the end of the warm-up. Measured, counted from
-    its baseline: a ``model.fit`` per iteration, +19 KiB an iteration from the first trace.)
+    kept at most LIVE_SHARE of it once that garbage was collected. (Not the census: its
+    baseline precedes the warm-up, whose one-off objects it counts as growth. Measured: a
+    ``model.fit`` per iteration, census +19 KiB an iteration from the first fit's trace.)
 
     What the heap keeps is a leak whatever its share when a reference path reaches the growing
     objects through a holder that never lets go (holders.py): a ``from_generator`` built each
