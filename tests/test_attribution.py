@@ -113,6 +113,24 @@ def test_native_malloc_leak_is_attributed_to_native_memory():
 
 
 @pytest.mark.slow
+def test_what_census_checkpoints_keep_is_in_no_reading():
+    """census=True's checkpoints keep megabytes of ids in a large heap: no record's RSS or peak
+    and no sample of the run counts them (the kernel's high-water mark did: peaks 51 MiB over
+    the iteration's RSS), nor the temporaries of a checkpoint being taken."""
+    junk = [{"a": i} for i in range(300_000)]  # a heap whose checkpoints keep megabytes
+    kept: list = []
+    r = Watch(WatchSpec(lambda: kept.append(np.ones(32 * 1024)), iterations=300),
+              tracker=Tracker(census=True)).run()
+    assert r.verdict.kind == "leak", r.verdict.summary
+    over = r.column("peak_rss") - r.column("rss")
+    assert over.max() < 2**20, over.max() / 2**20
+    t, v = r.samples[:, 0], r.samples[:, 1]
+    run = t >= r.column("start")[0]
+    assert v[run].max() <= r.column("peak_rss").max() + 2 * 2**20, (v[run].max(), r.column("peak_rss").max())
+    del junk
+
+
+@pytest.mark.slow
 def test_seconds_count_the_steps_time_not_the_census_checkpoints():
     """-t is the time the user's step runs: census=True's checkpoints (0.2-1 s each with
     TensorFlow's heap, here 300k objects more) are not taken out of it."""

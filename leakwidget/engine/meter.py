@@ -107,6 +107,8 @@ class Meter:
                     self._mark = peak  # a new high, reached during this iteration
                 else:
                     peak = None  # somewhere below the old mark: the sampler's readings tell
+            if peak is not None:  # (the kernel's mark counts what census=True's checkpoints keep)
+                peak -= getattr(self._source, "held_rss", 0)
             # Most iterations are before both checkpoints' next due time and index: no call.
             # (Checkpoints.refuses, written out.)
             cp = self._in_use
