@@ -275,7 +275,11 @@ def test_an_interrupt_keeps_the_iterations_a_dask_task_ran(client, tmp_path) -> 
 def test_a_task_whose_worker_dies_is_worker_died_with_the_cause(tmp_path) -> None:
     # Its own one-worker cluster that gives a task one try: the dying step kills its worker.
     import dask
+    import distributed as loaded  # noqa: F401  (before the config's context, see below)
 
+    # (Were distributed first imported inside the context, its exit would remove every default
+    # distributed had added to dask's config, and a later test in this worker failed with
+    # KeyError('distributed') from dask.config.get: run AQ.)
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
         with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
                                       dashboard_address=None) as lc, distributed.Client(lc) as c:
