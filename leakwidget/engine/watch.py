@@ -491,9 +491,10 @@ def _rehearse(watch: Watch, live: bool = True) -> None:
 
 @contextlib.contextmanager
 def _census_aside(watch: Watch) -> Iterator[None]:
-    """A census during the run: the sampler keeps no reading of its temporaries (tens of MiB in
-    a large heap, drawn as a spike at the run's start), and after it what its trim gave back is
-    taken again, as after the baseline's (a dashboard's next three redraws took 476 KiB)."""
+    """A census during the run (census=True's): the sampler keeps no reading of its temporaries
+    (8-23 MiB in a test process's heap, drawn as a spike), and after it what its trim gave back
+    is taken again, as after the baseline's (measured with a checkpoint after the first
+    iteration: a dashboard's next three redraws took 476 KiB)."""
     began = time.perf_counter()
     watch._sampler.held = True
     try:
@@ -549,7 +550,7 @@ async def _measured_loop(watch: Watch, step: Callable[[], object], pause: Pause)
         if not direct:
             if not watch._record():
                 return
-            # (e.g. once the default census's one checkpoint is taken, which -t does not count)
+            # (a census=True checkpoint moves the loop's start on: -t does not count it)
             direct, loop_t0 = _direct(watch), watch._loop_t0
         else:
             try:
