@@ -152,6 +152,24 @@ def test_seconds_count_the_steps_time_not_the_census_checkpoints():
 
 
 @pytest.mark.slow
+def test_the_census_counts_per_iteration_the_phases_after_the_run_too():
+    """The final census is taken after the garbage phase, which runs the step again: one list
+    kept an iteration read "+1.34 per iteration" when only the measured run's were counted."""
+    kept: list = []
+
+    def step():
+        kept.append([object() for _ in range(2000)])
+        junk = [bytearray(2000) for _ in range(20)]
+        junk.append(junk)  # a cycle: garbage until the collector runs, so the phase runs
+
+    r = _watch(step, iterations=200)
+    a = r.attribution
+    assert len(kept) > 200 and a.garbage is not None, (len(kept), a.notes)  # the phase ran
+    rows = [t for t in a.top_types if t.name.startswith("list of list")]
+    assert rows and 0.9 <= rows[0].per_iteration <= 1.1, [(t.name, t.per_iteration) for t in a.top_types]
+
+
+@pytest.mark.slow
 def test_a_python_leak_that_refills_freed_slots_is_not_called_native():
     """Re-running a leaking cell: its objects fill the slots the first run's objects freed, RSS
     barely moves, and the verdict sizes the block count with the heap's average block (about
