@@ -437,7 +437,8 @@ class Sampler:
             if t - t0 - self.offered_t < interval or self.held:
                 # The main thread sampled at an iteration end just now: it is stepping faster
                 # than we sample. Taking the GIL from it would only cost it time, so check
-                # back later (the series keeps its rate from the main thread's samples).
+                # back later (the series keeps its rate from the main thread's samples). Or
+                # the watch's census runs (held): its temporaries are no reading of the run.
                 value = self.last_value
                 next_due += 3 * interval
             else:

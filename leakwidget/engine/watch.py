@@ -506,13 +506,6 @@ def _census_aside(watch: Watch) -> Iterator[None]:
         watch._loop_t0 += time.perf_counter() - began
 
 
-def _direct(watch: Watch) -> bool:
-    """Whether the loop may log the meter's readings straight (no observer, tracker hook or
-    correction needs the record)."""
-    t = watch.tracker
-    return not watch.observers and (t is None or not (t.hooked or t.corrects))
-
-
 async def _measured_loop(watch: Watch, step: Callable[[], object], pause: Pause) -> None:
     """run_async's loop. What runs between two steps is what the user pays on every iteration
     (docs/benchmarks.md, the bookkeeping), and right after a step every call runs cold: so it
@@ -522,7 +515,8 @@ async def _measured_loop(watch: Watch, step: Callable[[], object], pause: Pause)
     records through ``Watch._record``."""
     meter, guard, interrupts, log, budget = (watch._meter, watch._guard, watch._interrupts,
                                              watch.log, watch._budget)
-    direct = _direct(watch)
+    tracker = watch.tracker
+    direct = not watch.observers and (tracker is None or not (tracker.hooked or tracker.corrects))
     live, t0, loop_t0, clock = watch.live_verdict, watch._t0, watch._loop_t0, time.perf_counter
     pauses = pause is not NO_PAUSE  # awaiting the no-op costs a coroutine per iteration
     interrupts.install()
@@ -550,8 +544,7 @@ async def _measured_loop(watch: Watch, step: Callable[[], object], pause: Pause)
         if not direct:
             if not watch._record():
                 return
-            # (a census=True checkpoint moves the loop's start on: -t does not count it)
-            direct, loop_t0 = _direct(watch), watch._loop_t0
+            loop_t0 = watch._loop_t0  # (a census=True checkpoint moves it on: -t does not count it)
         else:
             try:
                 row = meter.row(i)
