@@ -87,3 +87,15 @@ def test_a_worker_that_made_copies_itself_is_copying_however_many_more_its_paren
     # writes, not by its reading; it copied too little itself to be called copying.
     idle = worker_copy(2, 2, t, private, shared, pages * 1.0 / 10.9)
     assert not idle.copying, idle
+
+
+def test_what_the_tree_grew_in_the_verdicts_warm_up_is_not_growth_for_the_copies_to_explain() -> None:
+    # A forking program loads its 40 MiB dataset before its first mark; a loaded host read the
+    # tree's first iteration before it, the verdict's warm-up took the jump (runs AN and AQ; 39
+    # iterations: one reading at either end).
+    ends, rss = _run(39)
+    rss[1:] += 40 * MiB
+    rss += np.linspace(0, 10 * MiB, rss.size)  # then 10 MiB of copies
+    assert tree_growth(rss) > 45 * MiB  # the whole run: the dataset counted
+    assert 9 * MiB < tree_growth(rss, ends, warmup=1) < 11 * MiB
+    assert tree_growth(rss[:2], warmup=1) == rss[1] - rss[0]  # too short to leave the warm-up out

@@ -470,7 +470,8 @@ def _explain_copies(result: WatchResult) -> None:
     """Forked children copying what they share with this process: the tree's finding, and the
     attribution when the copies are the story of the growth (engine/copying.py)."""
     workers = [c.copying for c in result.children if c.copying is not None]
-    growth = tree_growth(result.column("rss"), result.column("end"), [c.samples for c in result.children])
+    growth = tree_growth(result.column("rss"), result.column("end"), [c.samples for c in result.children],
+                         warmup=result.verdict.warmup)
     found = copy_on_write(workers, growth, leaking=result.verdict.kind == "leak",
                           stable=result.verdict.kind == "stable")
     result.copy_on_write = found
