@@ -136,7 +136,7 @@ class StopAndMark(Stream):
 
 def test_stop_from_an_observer_ends_the_worker_at_the_next_iteration(tmp_path) -> None:
     # The iteration after the one the observer stops at does not end until the stop is sent: the
-    # parent reading the records late (a loaded host: run A of 2026-11-29 read 15 iterations, 4
+    # parent reading the records late (a loaded host: run AT of 2026-11-29 read 15 iterations, 4
     # past the stop) is not what is tested; the worker ending at its next boundary is.
     sent = tmp_path / "sent"
     calls = []
