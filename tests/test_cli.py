@@ -328,7 +328,10 @@ def test_a_program_whose_first_process_exits_is_watched_until_what_it_left_ends(
                    "bash", "-c", "sleep 1.5 & exit 0")
     assert p.returncode in (0, 2), p.stderr  # its verdict (a sleep's flat line), not a failure
     assert 1.4 < time.monotonic() - t0 < 20
-    assert json.loads((tmp_path / "r.json").read_text())["iteration_count"] >= 10
+    # Its windows cover the second and a half the sleep lived on (10 windows of 0.1 s when
+    # quiet; beside `stress-ng --cpu 2` the same time held 9: run AZ), not the moment bash took.
+    saved = json.loads((tmp_path / "r.json").read_text())
+    assert saved["iteration_count"] >= 5 and saved["iterations"][-1]["end"] >= 1.0, saved["iterations"][-1]
     assert "exited with status 0 after" in p.stderr and "the processes it left running ended" in p.stderr
     # With a budget, what is left is stopped with the rest.
     marker = tmp_path / "left"
