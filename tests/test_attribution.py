@@ -379,7 +379,7 @@ def test_lines_traces_some_iterations_when_tracing_every_one_would_cost_too_much
     keep: list = []
     # 600 iterations, not 300: a second traced iteration needs the time spent so far to leave
     # room for it, and beside a load average of 10 the first traced one (the step's first call)
-    # took over 121 untraced ones, which left no room in 300 (run AY: 1 traced).
+    # must, by that rule, have taken over 121 untraced ones: no room in 300 (run AY: 1 traced).
     r = _watch(functools.partial(_loop_leaker, keep), iterations=600, lines=True)
     lines = {ln.lineno: ln for ln in r.attribution.lines}
     leak = lines[_line_of(_loop_leaker, "LEAK-LINE")]

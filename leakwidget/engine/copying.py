@@ -240,8 +240,9 @@ def tree_growth(rss: np.ndarray, ends: np.ndarray | None = None,
     dataset, loaded before its first mark but read by a loaded host only after it, was counted
     as growth the copies did not explain ("something else leaks too", runs AN and AQ)."""
     if rss.size - warmup >= 2:
+        if ends is not None and ends.size == rss.size:
+            ends = ends[warmup:]
         rss = rss[warmup:]
-        ends = ends[warmup:] if ends is not None and ends.size == rss.size + warmup else ends
     if rss.size < 2:
         return 0.0
     k = max(1, rss.size // 20)
