@@ -171,30 +171,36 @@ def _top_containers(s: Survey, base: Census, mid: Census | None) -> list[tuple[A
     # id) of one the base census counted and the run freed, and read as grown by its whole
     # length (a list of 2,000 kept an iteration ranked above the list keeping them, 1 run in 6).
     # One put into another grown container during the run is that container's growth.
-    arrived = _arrivals([(conts[i], int(n_base[i])) for i in pool])
+    arrived = _arrivals([(conts[i], int(n_base[i])) for i in pool], {id(conts[i]) for i in pool})
     top = [i for i in pool if id(conts[i]) not in arrived][:CONTAINERS_REPORTED]
     return [(conts[i], int(n_base[i]), int(n_now[i]), None if n_mid is None else int(n_mid[i]))
             for i in top]
 
 
-def _arrivals(grew: list[tuple[Any, int]]) -> set[int]:
-    """Ids of the items put into these containers after the base census: a list's or deque's
-    beyond its length then (a deque that pops from the left shifts its old items below it), a
-    dict's keys and values beyond it in insertion order (deletions shift new ones below it:
-    missed, never an old one taken for new). Sets have no order: none. At most ARRIVALS_LOOKED."""
+def _arrivals(grew: list[tuple[Any, int]], among: set[int]) -> set[int]:
+    """Which of the ids ``among`` are items put into these containers after the base census: a
+    list's or deque's beyond its length then (a deque that pops from the left shifts its old
+    items below it), a dict's keys and values beyond it in insertion order (deletions shift new
+    ones below it: missed, never an old one taken for new). Sets have no order: none. At most
+    ARRIVALS_LOOKED items are looked at, and none is kept (no set of a million ids)."""
     out: set[int] = set()
+    looked = 0
     for o, n0 in grew:
-        room = ARRIVALS_LOOKED - len(out)
+        room = ARRIVALS_LOOKED - looked
         if room <= 0:
             break
         try:
             if isinstance(o, dict):
-                for k, v in itertools.islice(o.items(), n0, n0 + room // 2):
-                    out.update((id(k), id(v)))
+                new = itertools.islice(o.items(), n0, n0 + room // 2)
+                ids = itertools.chain.from_iterable((id(k), id(v)) for k, v in new)
             elif isinstance(o, (list, collections.deque)):
-                out.update(map(id, itertools.islice(o, n0, n0 + room)))
+                ids = map(id, itertools.islice(o, n0, n0 + room))
+            else:
+                continue
+            out |= among.intersection(ids)
         except RuntimeError:  # mutated while we looked (another thread)
-            continue
+            pass
+        looked += max(len(o) - n0, 0)
     return out
 
 
