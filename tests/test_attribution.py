@@ -723,7 +723,11 @@ def test_arrays_kept_by_a_container_frozen_by_gc_freeze_are_not_called_native_me
     # growth read "Native memory: ... Python objects explain only 126 B/iteration".
     r = _watch_decoded(frozen=True)
     a = r.attribution
-    assert r.verdict.kind == "leak" and a.kind == "none", str(r)
+    # The premise: the arrays' growth was measured, 64 KiB an iteration. The verdict on 0.1 s
+    # of it is a leak, or (run BB, in a test worker whose RSS grew in 2 MiB steps) "may be
+    # creeping up ... run longer": the attribution describes the growth either way.
+    assert r.verdict.kind in ("leak", "inconclusive") and r.verdict.slope_low > 32 * 1024, str(r)
+    assert a.kind == "none", str(r)
     assert a.summary.startswith("Not split into Python and native memory"), a.summary
     assert "Native memory" not in str(r), str(r)
     (note,) = [n for n in a.notes if "gc.freeze()" in n]
