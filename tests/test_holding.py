@@ -83,7 +83,9 @@ def test_memory_that_stays_bounded_is_not_called_a_leak(watched, shape, payload)
     # near the start, whose growth is attributed, path and all. Not a leak.)
     r = _got(watched, shape, payload)
     assert r["verdict"] != "leak", r["text"]
-    assert "leak" not in r["summary"].lower(), r["summary"]
+    # Nor in the attribution's words; "a buffer or cache that filled, not a leak" (a plateau's,
+    # run BD) says so the other way.
+    assert "leak" not in r["summary"].lower().replace("not a leak", ""), r["summary"]
 
 
 def test_a_dict_leak_is_answered_as_fast_as_a_list_leak(watched):

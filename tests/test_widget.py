@@ -512,8 +512,11 @@ def test_a_step_that_slows_down_every_iteration_is_flagged() -> None:
     assert "slowing down" in d.duration_chart.title
     assert "leakwidget-duration-trending" in d.duration_chart._dom_classes
 
+    # Steady by the clock: a step that waits 2 ms. (A step of CPU work takes longer as the
+    # machine gets busier: run BD's test worker saw sum(range(30_000)) slow down through its
+    # 80 iterations, in both halves, as other tests started beside it.)
     steady = Dashboard()
-    Watch(WatchSpec(step=lambda: sum(range(30_000)), iterations=80, warmup=1), [steady]).run()
+    Watch(WatchSpec(step=lambda: time.sleep(0.002), iterations=80, warmup=1), [steady]).run()
     assert not steady.duration_flagged
     assert "leakwidget-duration-trending" not in steady.duration_chart._dom_classes
 
