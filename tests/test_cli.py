@@ -25,6 +25,8 @@ CLI = [sys.executable, "-m", "leakwidget.cli"]
 LEAKY = """
 import os, sys, time
 open(sys.argv[1], "w").write(str(os.getpid())) if len(sys.argv) > 1 else None
+while os.environ.get("GO") and not os.path.exists(os.environ["GO"]):  # told when to start
+    time.sleep(0.01)
 keep = []
 for i in range(int(os.environ.get("STEPS", "100000"))):
     keep.append(bytearray(1 << 20))
@@ -228,17 +230,28 @@ def test_attach_watches_a_running_process_and_leaves_it_running(programs: Path) 
 
 
 def test_attach_to_a_process_that_vanishes_exits_3(programs: Path) -> None:
-    pidfile = programs / "pid"
+    # The program starts its 20 steps (1 s) once leakwidget has made its marks file, the last
+    # thing before it looks up the pid: so it ends while watched, however long the start-up
+    # took (beside a CPU hog, longer than the 80 steps it used to have: "no process", exit 4).
+    pidfile, go, tmp = programs / "pid", programs / "go", programs / "tmp"
+    tmp.mkdir()
     proc = subprocess.Popen([sys.executable, str(programs / "leaky.py"), str(pidfile)],
-                            env={**os.environ, "STEPS": "80"})
+                            env={**os.environ, "STEPS": "20", "GO": str(go)})
     try:
         deadline = time.monotonic() + 20
         while not pidfile.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
-        p = leakwidget("attach", str(proc.pid), "--interval", "0.1")
-        assert p.returncode == 3, p.stderr
-        assert f"Process {proc.pid} ended after" in p.stderr
+        w = subprocess.Popen([*CLI, "attach", str(proc.pid), "--interval", "0.1"],
+                             stderr=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(tmp)})
+        deadline = time.monotonic() + 60
+        while not list(tmp.glob("leakwidget-marks-*")) and w.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        go.touch()
+        _, err = w.communicate(timeout=60)
+        assert w.returncode == 3, err
+        assert f"Process {proc.pid} ended after" in err
     finally:
+        go.touch()
         proc.wait()
 
 

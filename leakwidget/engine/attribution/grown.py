@@ -180,9 +180,11 @@ def _top_containers(s: Survey, base: Census, mid: Census | None) -> list[tuple[A
 def _arrivals(grew: list[tuple[Any, int]], among: set[int]) -> set[int]:
     """Which of the ids ``among`` are items put into these containers after the base census: a
     list's or deque's beyond its length then (a deque that pops from the left shifts its old
-    items below it), a dict's keys and values beyond it in insertion order (deletions shift new
-    ones below it: missed, never an old one taken for new). Sets have no order: none. At most
-    ARRIVALS_LOOKED items are looked at, and none is kept (no set of a million ids)."""
+    items below it; one that grows at the front, ``insert(0, x)``, shifts old items above it,
+    and they are taken for new), a dict's keys and values beyond it in insertion order
+    (deletions shift new ones below it: missed, never an old one taken for new). Sets have no
+    order: none. At most ARRIVALS_LOOKED items are looked at, and none is kept (no set of a
+    million ids)."""
     out: set[int] = set()
     looked = 0
     for o, n0 in grew:
