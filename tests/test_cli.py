@@ -237,6 +237,7 @@ def test_attach_to_a_process_that_vanishes_exits_3(programs: Path) -> None:
     tmp.mkdir()
     proc = subprocess.Popen([sys.executable, str(programs / "leaky.py"), str(pidfile)],
                             env={**os.environ, "STEPS": "20", "GO": str(go)})
+    w = None
     try:
         deadline = time.monotonic() + 20
         while not pidfile.exists() and time.monotonic() < deadline:
@@ -252,6 +253,9 @@ def test_attach_to_a_process_that_vanishes_exits_3(programs: Path) -> None:
         assert f"Process {proc.pid} ended after" in err
     finally:
         go.touch()
+        if w is not None and w.poll() is None:  # communicate() timed out: leave nothing running
+            w.kill()
+            w.wait()
         proc.wait()
 
 
